@@ -1,0 +1,3 @@
+from doctor.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,277 @@
+"""The command line. Every command is a plain function returning the exit code."""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from doctor import __version__
+from doctor.capture import Capture, CaptureError
+from doctor.collect import gather, probe_spec, to_cluster
+from doctor.errors import UsageError
+from doctor.facts.cluster import NodeFailure
+from doctor.inventory import local_node
+from doctor.model import Severity
+from doctor.plugin import CheckSpec
+from doctor.registry import PluginError, load_checks, select
+from doctor.render.json_report import render_json
+from doctor.render.terminal import render_text
+from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
+from doctor.runner import run_checks
+from doctor.transport.local import LocalTransport
+
+app = typer.Typer(
+    name="doctor",
+    help="Find what will break multi-node GPU training before you launch it.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+checks_app = typer.Typer(help="List the checks.", no_args_is_help=True)
+app.add_typer(checks_app, name="checks")
+
+
+class Format(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Report format on stdout.")]
+JsonFileOpt = Annotated[
+    Path | None, typer.Option("--json", help="Also write the JSON report to this file.")
+]
+FailOnOpt = Annotated[
+    str, typer.Option("--fail-on", help="Exit 1 on findings at or above: warn or fail.")
+]
+SelectOpt = Annotated[
+    list[str] | None, typer.Option("--select", help="Run only checks with this id or prefix.")
+]
+ExcludeOpt = Annotated[
+    list[str] | None, typer.Option("--exclude", help="Skip checks with this id or prefix.")
+]
+TorchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--torch/--no-torch", help="Import torch on each node for its NCCL and CUDA (seconds)."
+    ),
+]
+DeadlineOpt = Annotated[
+    float, typer.Option("--deadline", min=1.0, help="Seconds the probe may take on a node.")
+]
+
+
+def _stdout() -> Console:
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+
+def _stderr() -> Console:
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+def _severity(text: str) -> Severity:
+    try:
+        severity = Severity.parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--fail-on: {exc}") from None
+    if severity is Severity.INFO:
+        raise UsageError("--fail-on: expected warn or fail")
+    return severity
+
+
+def _checks(include: list[str] | None, exclude: list[str] | None) -> list[CheckSpec]:
+    try:
+        return select(load_checks(), include or (), exclude or ())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> int:
+    threshold = _severity(fail_on)
+    if json_file is not None:
+        try:
+            json_file.write_text(render_json(report))
+        except OSError as exc:
+            raise UsageError(f"--json {json_file}: {exc.strerror}") from None
+    if fmt is Format.json:
+        sys.stdout.write(render_json(report))
+    else:
+        render_text(report, _stdout())
+    return report.exit_code(threshold)
+
+
+@app.command()
+def preflight(
+    fmt: FormatOpt = Format.text,
+    json_file: JsonFileOpt = None,
+    fail_on: FailOnOpt = "fail",
+    include: SelectOpt = None,
+    exclude: ExcludeOpt = None,
+    torch: TorchOpt = False,
+    deadline: DeadlineOpt = 20.0,
+) -> int:
+    """Check this node (and, with hosts, every node) before launching training."""
+    _severity(fail_on)
+    specs = _checks(include, exclude)
+    spec = probe_spec(specs, deadline=deadline, torch=torch)
+    results = gather([local_node()], LocalTransport(), spec)
+    cluster = to_cluster(results)
+    report = Report.build("preflight", cluster, run_checks(specs, cluster))
+    return _emit(report, fmt, json_file, fail_on)
+
+
+@app.command()
+def probe(torch: TorchOpt = False, deadline: DeadlineOpt = 20.0) -> int:
+    """Print this node's raw capture (JSON): what every check is judged on."""
+    spec = probe_spec(load_checks(), deadline=deadline, torch=torch)
+    node = local_node()
+    result = gather([node], LocalTransport(), spec)[node.name]
+    if isinstance(result, NodeFailure):
+        _stderr().print(f"doctor: {result.summary}")
+        return EXIT_INTERNAL
+    sys.stdout.write(json.dumps(result.raw, indent=1, sort_keys=True) + "\n")
+    return EXIT_OK
+
+
+@app.command()
+def collect(
+    save_raw: Annotated[
+        Path, typer.Option("--save-raw", help="Folder to write one <node>.json capture per node.")
+    ],
+    torch: TorchOpt = False,
+    deadline: DeadlineOpt = 20.0,
+) -> int:
+    """Save raw captures (a support bundle); 'doctor analyze DIR' checks them later."""
+    try:
+        save_raw.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--save-raw {save_raw}: {exc.strerror}") from None
+    spec = probe_spec(load_checks(), deadline=deadline, torch=torch)
+    failed = 0
+    for name, result in gather([local_node()], LocalTransport(), spec).items():
+        if isinstance(result, NodeFailure):
+            _stderr().print(f"doctor: {name}: {result.summary}")
+            failed += 1
+            continue
+        path = save_raw / f"{name}.json"
+        path.write_text(json.dumps(result.raw, sort_keys=True))
+        _stderr().print(f"saved {path}")
+    return EXIT_OK if not failed else 1
+
+
+def load_capture_dir(folder: Path) -> dict[str, Capture | NodeFailure]:
+    """Read ``<node>.json`` captures from a folder; a corrupt or unreadable one is a usage error."""
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: not a readable folder of captures")
+    try:
+        paths = sorted(folder.glob("*.json"))
+    except OSError as exc:
+        raise UsageError(f"{folder}: {exc.strerror}") from None
+    if not paths:
+        raise UsageError(f"{folder}: no <node>.json captures in it")
+    results: dict[str, Capture | NodeFailure] = {}
+    for path in paths:
+        try:
+            results[path.stem] = Capture(json.loads(path.read_bytes()))
+        except OSError as exc:
+            raise UsageError(f"{path}: {exc.strerror}") from None
+        except (ValueError, CaptureError) as exc:
+            raise UsageError(f"{path}: corrupt capture: {exc}") from None
+    return results
+
+
+@app.command()
+def analyze(
+    folder: Annotated[
+        Path, typer.Argument(help="A folder written by 'doctor collect --save-raw'.")
+    ],
+    fmt: FormatOpt = Format.text,
+    json_file: JsonFileOpt = None,
+    fail_on: FailOnOpt = "fail",
+    include: SelectOpt = None,
+    exclude: ExcludeOpt = None,
+) -> int:
+    """Run the checks on saved captures, as if the nodes were probed now."""
+    _severity(fail_on)
+    specs = _checks(include, exclude)
+    cluster = to_cluster(load_capture_dir(folder))
+    report = Report.build("analyze", cluster, run_checks(specs, cluster))
+    return _emit(report, fmt, json_file, fail_on)
+
+
+@checks_app.command("list")
+def checks_list(fmt: FormatOpt = Format.text) -> int:
+    """Every check with its id, scope, what it needs and the codes it can emit."""
+    specs = load_checks()
+    if fmt is Format.json:
+        rows = [
+            {
+                "id": s.id,
+                "title": s.title,
+                "scope": s.scope,
+                "needs": list(s.needs),
+                "codes": s.codes,
+            }
+            for s in specs
+        ]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return EXIT_OK
+    out = _stdout()
+    for s in specs:
+        needs = f"  needs: {', '.join(s.needs)}" if s.needs else ""
+        out.print(f"{s.id:<28} {s.scope:<7} {s.title}{needs}")
+    return EXIT_OK
+
+
+@app.callback(invoke_without_command=False)
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)
+    ] = False,
+) -> None:
+    if version:
+        sys.stdout.write(f"cluster-doctor {__version__}\n")
+        raise typer.Exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: maps every way a run can end to the documented exit codes, one line each."""
+    err = _stderr()
+    try:
+        rv = app(args=argv, prog_name="doctor", standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.TyperException as exc:
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            sys.stdout.write(ctx.get_help() + "\n")
+            return EXIT_OK
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        err.print(f"doctor: error: {message}", markup=False)
+        return EXIT_USAGE
+    except UsageError as exc:
+        err.print(f"doctor: error: {exc}", markup=False)
+        return EXIT_USAGE
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("doctor: interrupted", markup=False)
+        return EXIT_INTERRUPTED
+    except PluginError as exc:
+        err.print(f"doctor: {exc}", markup=False)
+        return EXIT_INTERNAL
+    except Exception as exc:
+        if os.environ.get("DOCTOR_DEBUG"):
+            traceback.print_exc()
+        err.print(
+            f"doctor: internal error: {type(exc).__name__}: {exc} "
+            "(set DOCTOR_DEBUG=1 for the traceback, and please report it)",
+            markup=False,
+        )
+        return EXIT_INTERNAL
+    return rv if isinstance(rv, int) else EXIT_OK

@@ -1,0 +1,105 @@
+"""Collection: ship the probe to every node at once, parse what comes back into ClusterFacts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from importlib.resources import files
+from typing import Any
+
+from doctor.capture import Capture, CaptureError
+from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.node import parse_node
+from doctor.inventory import Node
+from doctor.plugin import CheckSpec
+from doctor.transport import Transport
+
+# The probe answers by its own deadline; the transport waits a little longer for the bytes.
+TRANSPORT_GRACE = 5.0
+
+
+def probe_source() -> bytes:
+    return files("doctor").joinpath("probe.py").read_bytes()
+
+
+def probe_spec(
+    checks: Iterable[CheckSpec], *, deadline: float = 20.0, torch: bool = False
+) -> dict[str, Any]:
+    """What the probe should capture: its defaults plus what the selected checks asked for."""
+    extra_files: set[str] = set()
+    extra_commands: dict[str, list[str]] = {}
+    for spec in checks:
+        extra_files.update(spec.probe_files)
+        for name, argv in spec.probe_commands.items():
+            extra_commands[f"{spec.id}:{name}"] = list(argv)
+    return {
+        "deadline": deadline,
+        "torch": torch,
+        "files": sorted(extra_files),
+        "commands": extra_commands,
+    }
+
+
+def probe_argv(python: str, spec: dict[str, Any]) -> list[str]:
+    """The probe runs as ``python -`` with its source on stdin and the spec as one argument."""
+    return [python, "-", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
+
+
+def parse_capture_bytes(node: str, stdout: bytes) -> Capture | NodeFailure:
+    try:
+        return Capture(json.loads(stdout))
+    except (ValueError, CaptureError) as exc:
+        head = stdout[:120].decode("utf-8", "replace").strip()
+        return NodeFailure(node, "node.bad_capture", f"probe output is not a capture: {exc}", head)
+
+
+def probe_node(
+    node: Node, transport: Transport, spec: dict[str, Any], python: str | None = None
+) -> Capture | NodeFailure:
+    interpreter = python or (sys.executable if node.local else "python3")
+    result = transport.execute(
+        node, probe_argv(interpreter, spec), probe_source(), spec["deadline"] + TRANSPORT_GRACE
+    )
+    if isinstance(result, NodeFailure):
+        return result
+    if result.rc != 0:
+        err = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        last = err[-1] if err else f"exit status {result.rc}"
+        code = "node.no_python" if result.rc == 127 else "node.probe_failed"
+        return NodeFailure(node.name, code, f"the probe failed on {node.name}: {last}")
+    return parse_capture_bytes(node.name, result.stdout)
+
+
+def gather(
+    nodes: list[Node],
+    transport: Transport,
+    spec: dict[str, Any],
+    *,
+    python: str | None = None,
+    workers: int = 32,
+    on_done: Callable[[str, Capture | NodeFailure], None] | None = None,
+) -> dict[str, Capture | NodeFailure]:
+    """Probe every node in parallel (bounded pool); results in inventory order."""
+    results: dict[str, Capture | NodeFailure] = {}
+
+    def one(node: Node) -> None:
+        outcome = probe_node(node, transport, spec, python)
+        results[node.name] = outcome
+        if on_done:
+            on_done(node.name, outcome)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
+        list(pool.map(one, nodes))
+    return {n.name: results[n.name] for n in nodes}
+
+
+def to_cluster(results: dict[str, Capture | NodeFailure]) -> ClusterFacts:
+    facts = ClusterFacts(nodes={})
+    for name, outcome in results.items():
+        if isinstance(outcome, NodeFailure):
+            facts.failures[name] = outcome
+        else:
+            facts.nodes[name] = parse_node(name, outcome)
+    return facts

@@ -1,0 +1,5 @@
+"""Errors that end a run with a one-line message."""
+
+
+class UsageError(Exception):
+    """Bad input from the user (flag, hostfile, capture folder): exit 2, one line, no traceback."""

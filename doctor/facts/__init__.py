@@ -1,0 +1,1 @@
+"""Typed facts parsed from raw probe captures (pure functions, one module per area)."""

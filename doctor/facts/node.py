@@ -1,0 +1,55 @@
+"""NodeFacts: everything parsed from one node's capture, each area a value or a Missing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from doctor.capture import Capture
+from doctor.facts.limits import LimitFacts, parse_limits
+from doctor.facts.system import SystemFacts, parse_system
+from doctor.model import Missing
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    node: str
+    capture: Capture
+    system: SystemFacts | Missing
+    limits: LimitFacts | Missing
+    env: dict[str, str] | Missing
+
+    def to_json(self) -> dict[str, Any]:
+        from doctor.jsonable import jsonable
+
+        return {k: jsonable(getattr(self, k)) for k in FACT_AREAS}
+
+
+# The areas a check can name in ``needs``, in report order.
+FACT_AREAS: tuple[str, ...] = ("system", "limits", "env")
+
+
+def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
+    """Run one area's parser; a parser that breaks on odd input makes that area Missing only."""
+    try:
+        return parse(cap)
+    except Exception as exc:  # reported as the area's reason, never a traceback
+        return Missing(f"could not parse {area}: {type(exc).__name__}: {exc}", "failed")
+
+
+def _env(cap: Capture) -> dict[str, str] | Missing:
+    value = cap.value("env")
+    return value if isinstance(value, (dict, Missing)) else Missing("env is not a map", "failed")
+
+
+def parse_node(node: str, cap: Capture) -> NodeFacts:
+    return NodeFacts(
+        node=node,
+        capture=cap,
+        system=guarded(parse_system, cap, "system"),
+        limits=guarded(parse_limits, cap, "limits"),
+        env=guarded(_env, cap, "env"),
+    )

@@ -1,0 +1,26 @@
+"""Turn facts, findings and outcomes into plain JSON values."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+from doctor.model import Missing, Severity
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, Missing):
+        return {"missing": value.reason, "kind": value.kind}
+    if isinstance(value, Severity):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in items]
+    return value

@@ -1,0 +1,72 @@
+"""Name groups of nodes compactly (``node[03,07-09]``) and find the odd ones out."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def compact(names: Iterable[str]) -> str:
+    """``node03,node07,node08,node09,gpu-a`` → ``gpu-a,node[03,07-09]`` (zero padding kept)."""
+    groups: dict[tuple[str, int], list[str]] = defaultdict(list)
+    plain: list[str] = []
+    for name in sorted(set(names)):
+        m = _NUMBERED.match(name)
+        if m:
+            groups[(m.group(1), len(m.group(2)))].append(m.group(2))
+        else:
+            plain.append(name)
+    parts = list(plain)
+    for (prefix, _width), digits in sorted(groups.items()):
+        if len(digits) == 1:
+            parts.append(prefix + digits[0])
+            continue
+        runs: list[list[str]] = []
+        for d in sorted(digits, key=int):
+            if runs and int(d) == int(runs[-1][-1]) + 1:
+                runs[-1].append(d)
+            else:
+                runs.append([d])
+        spans = [r[0] if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs]
+        parts.append(f"{prefix}[{','.join(spans)}]")
+    return ",".join(sorted(parts))
+
+
+@dataclass(frozen=True)
+class Split(Generic[K]):
+    """Nodes grouped by a value: the reference value and the nodes that differ from it."""
+
+    reference: K
+    reference_nodes: tuple[str, ...]
+    others: dict[K, tuple[str, ...]]
+
+
+def split_by_value(values: Mapping[str, K], baseline: K | None = None) -> Split[K] | None:
+    """Group nodes by value; the reference is the baseline if given, else the majority.
+
+    Returns None when every node agrees (and matches the baseline, if one was given). Ties in the
+    vote go to the value whose first node comes first, so the answer is stable.
+    """
+    groups: dict[K, list[str]] = {}
+    for node, value in values.items():
+        groups.setdefault(value, []).append(node)
+    if baseline is None:
+        if len(groups) <= 1:
+            return None
+        reference = max(groups, key=lambda v: len(groups[v]))
+    else:
+        if set(groups) <= {baseline}:
+            return None
+        reference = baseline
+    return Split(
+        reference,
+        tuple(groups.get(reference, ())),
+        {v: tuple(ns) for v, ns in groups.items() if v != reference},
+    )

@@ -1,0 +1,332 @@
+"""The probe: reads one node and prints its raw captures as one JSON document.
+
+This file is shipped to nodes by piping its source into ``python3 -``, so it must run on the
+oldest Python a node may have (3.8) with the standard library only; psutil and pynvml are used
+when importable and never required. It only reads: it never writes a file, changes a setting or
+leaves a process behind (every command runs in its own process group, killed whole on timeout).
+
+It captures raw data (file contents, command results, values read in-process) and judges
+nothing: the controller parses. That keeps every capture from a real machine usable as a test
+fixture and a support bundle.
+
+Usage: ``python3 probe.py [SPEC_JSON]`` or ``python3 - [SPEC_JSON] < probe.py``.
+"""
+
+import contextlib
+import errno
+import json
+import os
+import platform
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict  # noqa: F401  (type comments: the nodes may run Python 3.8)
+
+PROBE_VERSION = 1
+MAX_FILE_BYTES = 1 << 20
+MAX_OUTPUT_BYTES = 4 << 20
+DEFAULT_SPEC = {
+    "deadline": 20.0,
+    "command_timeout": 5.0,
+    "torch": False,
+    "files": [],
+    "commands": {},
+}
+
+# Environment variables worth capturing; everything else stays on the node.
+ENV_PREFIXES = (
+    "NCCL_",
+    "GLOO_",
+    "TP_SOCKET",
+    "OMPI_",
+    "PMIX_",
+    "PRTE_",
+    "UCX_",
+    "CUDA_",
+    "NVIDIA_",
+    "TORCH_",
+    "MASTER_",
+    "HOROVOD_",
+    "SLURM_",
+    "MPI",
+    "I_MPI_",
+    "FI_",
+    "DEEPSPEED_",
+    "LD_LIBRARY_PATH",
+    "PATH",
+    "PYTHONPATH",
+    "HOME",
+    "USER",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+)
+SECRET_MARKERS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "PRIVATE",
+    "API_KEY",
+    "AUTH",
+)
+
+
+def _error(kind, detail):
+    return {"error": {"kind": kind, "detail": str(detail)}}
+
+
+def _os_error(exc):
+    if isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT:
+        return _error("absent", exc.strerror or exc)
+    if isinstance(exc, PermissionError):
+        return _error("unreadable", exc.strerror or exc)
+    return _error("failed", "%s: %s" % (type(exc).__name__, exc))
+
+
+class Probe(object):
+    """Holds the captures; every reader records success or the reason for failure."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.files = {}
+        self.dirs = {}
+        self.links = {}
+        self.commands = {}
+        self.values = {}
+        self.sections = {}
+        self._lock = threading.Lock()
+
+    # -- readers -------------------------------------------------------------------------
+    def read(self, path, limit=MAX_FILE_BYTES):
+        """Read a text file once; returns its text or None (the reason is recorded)."""
+        if path in self.files:
+            return self.files[path].get("text")
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(limit + 1)
+            entry = {"text": data[:limit].decode("utf-8", "replace")}  # type: Dict[str, Any]
+            if len(data) > limit:
+                entry["truncated"] = True
+        except (OSError, ValueError) as exc:
+            entry = _os_error(exc)
+        with self._lock:
+            self.files[path] = entry
+        return entry.get("text")
+
+    def listdir(self, path):
+        if path in self.dirs:
+            return self.dirs[path].get("entries")
+        try:
+            entry = {"entries": sorted(os.listdir(path))}
+        except OSError as exc:
+            entry = _os_error(exc)
+        with self._lock:
+            self.dirs[path] = entry
+        return entry.get("entries")
+
+    def readlink(self, path):
+        if path in self.links:
+            return self.links[path].get("target")
+        try:
+            entry = {"target": os.readlink(path)}
+        except OSError as exc:
+            entry = _os_error(exc)
+        with self._lock:
+            self.links[path] = entry
+        return entry.get("target")
+
+    def value(self, name, fn):
+        """Record the result of an in-process call, or the error it raised."""
+        try:
+            result = {"value": fn()}
+        except Exception as exc:  # recorded, never raised: one bad call must not sink the probe
+            result = _error("failed", "%s: %s" % (type(exc).__name__, exc))
+        with self._lock:
+            self.values[name] = result
+        return result.get("value")
+
+    def run(self, name, argv, timeout=None, env=None, stdin_text=None):
+        """Run a command in its own process group; kill the whole group on timeout."""
+        timeout = self.spec["command_timeout"] if timeout is None else timeout
+        started = time.monotonic()
+        entry = {"argv": list(argv)}  # type: Dict[str, Any]
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            entry.update(_os_error(exc))
+        else:
+            try:
+                out, err = proc.communicate(
+                    None if stdin_text is None else stdin_text.encode(), timeout=timeout
+                )
+                entry["rc"] = proc.returncode
+                entry["stdout"] = out[:MAX_OUTPUT_BYTES].decode("utf-8", "replace")
+                entry["stderr"] = err[:MAX_OUTPUT_BYTES].decode("utf-8", "replace")
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                entry.update(_error("timeout", "no answer within %.1fs" % timeout))
+        entry["seconds"] = round(time.monotonic() - started, 4)
+        with self._lock:
+            self.commands[name] = entry
+        return entry
+
+    def to_json(self):
+        return {
+            "probe": {
+                "version": PROBE_VERSION,
+                "python": platform.python_version(),
+                "executable": sys.executable,
+                "sections": self.sections,
+            },
+            "files": self.files,
+            "dirs": self.dirs,
+            "links": self.links,
+            "commands": self.commands,
+            "values": self.values,
+        }
+
+
+def _kill_group(proc):
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.communicate(timeout=2)
+
+
+def which(name):
+    for folder in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+# -- sections ------------------------------------------------------------------------------
+# Each section reads one area. Sections run concurrently, each in its own thread, and the
+# whole probe answers by its deadline even if one section hangs (a stuck NFS home, say).
+
+
+def collect_system(p):
+    for path in (
+        "/etc/os-release",
+        "/proc/sys/kernel/random/boot_id",
+        "/proc/sys/kernel/hostname",
+        "/sys/devices/system/node/online",
+        "/sys/devices/system/cpu/online",
+        "/proc/1/cgroup",
+        "/proc/self/cgroup",
+        "/proc/uptime",
+    ):
+        p.read(path)
+    for marker in ("/.dockerenv", "/run/.containerenv"):
+        p.value("exists:" + marker, lambda m=marker: os.path.exists(m))
+    # systemd-nspawn and podman set a lower-case "container" variable.
+    p.value("env:container", lambda: os.environ.get("container"))  # noqa: SIM112
+    p.value("uname", lambda: list(platform.uname()))
+    p.value("hostname", socket.gethostname)
+    p.value("fqdn", socket.getfqdn)
+    p.value("cpu_count", os.cpu_count)
+    p.value("time", time.time)
+    p.value("python", lambda: {"version": platform.python_version(), "executable": sys.executable})
+    p.value("user", lambda: {"uid": os.getuid(), "home": os.path.expanduser("~")})
+
+
+def collect_limits(p):
+    def statvfs(path):
+        st = os.statvfs(path)
+        return {"size": st.f_frsize * st.f_blocks, "free": st.f_frsize * st.f_bavail}
+
+    p.value("statvfs:/dev/shm", lambda: statvfs("/dev/shm"))
+    for name in ("RLIMIT_MEMLOCK", "RLIMIT_NOFILE", "RLIMIT_STACK"):
+        p.value("rlimit:" + name, lambda n=name: list(resource.getrlimit(getattr(resource, n))))
+    p.read("/proc/self/mountinfo")
+
+
+def collect_env(p):
+    def captured():
+        env = {}
+        for key, val in os.environ.items():
+            if not key.startswith(ENV_PREFIXES):
+                continue
+            secret = any(marker in key.upper() for marker in SECRET_MARKERS)
+            env[key] = "<redacted>" if secret else val
+        return env
+
+    p.value("env", captured)
+
+
+def collect_extra(p):
+    """Files and commands that check plugins asked for."""
+    for path in p.spec.get("files", []):
+        p.read(path)
+    for name, argv in sorted(p.spec.get("commands", {}).items()):
+        if which(argv[0]) or os.path.isabs(argv[0]):
+            p.run("extra:" + name, argv)
+        else:
+            p.commands["extra:" + name] = dict(argv=list(argv), **_error("absent", "not on PATH"))
+
+
+SECTIONS = [
+    ("system", collect_system),
+    ("limits", collect_limits),
+    ("env", collect_env),
+    ("extra", collect_extra),
+]
+
+
+def _run_section(p, name, fn):
+    started = time.monotonic()
+    try:
+        fn(p)
+        outcome = {"ok": True}  # type: Dict[str, Any]
+    except Exception as exc:
+        outcome = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+    outcome["seconds"] = round(time.monotonic() - started, 4)
+    p.sections[name] = outcome
+
+
+def collect(spec=None):
+    """Run every section under the spec's deadline and return the raw capture as a dict."""
+    merged = dict(DEFAULT_SPEC)  # type: Dict[str, Any]
+    merged.update(spec or {})
+    p = Probe(merged)
+    started = time.monotonic()
+    threads = []
+    for name, fn in SECTIONS:
+        thread = threading.Thread(target=_run_section, args=(p, name, fn), name=name)
+        thread.daemon = True
+        thread.start()
+        threads.append((name, thread))
+    for name, thread in threads:
+        thread.join(max(0.0, merged["deadline"] - (time.monotonic() - started)))
+        if thread.is_alive():
+            p.sections[name] = {"ok": False, "error": "timeout: section still running at deadline"}
+    result = p.to_json()
+    result["probe"]["seconds"] = round(time.monotonic() - started, 4)
+    result["probe"]["spec"] = merged
+    return result
+
+
+def main(argv):
+    spec = json.loads(argv[1]) if len(argv) > 1 else {}
+    json.dump(collect(spec), sys.stdout, sort_keys=True)
+    sys.stdout.flush()
+    # Daemon threads stuck in a kernel read must not keep the process (or the SSH channel) open.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

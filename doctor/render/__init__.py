@@ -1,0 +1,1 @@
+"""Renderers: each reads only the Report."""

@@ -1,0 +1,96 @@
+"""The terminal report: one line per check, then the findings with their fixes, worst first."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console
+from rich.text import Text
+
+from doctor.model import CheckOutcome, Finding, Severity, Status
+from doctor.nodeset import compact
+from doctor.report import Report
+
+_STATUS_STYLE = {
+    Status.PASS: ("ok", "green"),
+    Status.WARN: ("warn", "yellow"),
+    Status.FAIL: ("FAIL", "bold red"),
+    Status.SKIP: ("skip", "dim"),
+    Status.CRASH: ("CRASH", "bold magenta"),
+}
+_SEVERITY_STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
+# The order in which a check's per-node statuses decide its one line.
+_RANK = [Status.CRASH, Status.FAIL, Status.WARN, Status.PASS, Status.SKIP]
+
+
+def _check_line(check: str, title: str, outcomes: list[CheckOutcome], many_nodes: bool) -> Text:
+    by_status: dict[Status, list[CheckOutcome]] = defaultdict(list)
+    for o in outcomes:
+        by_status[o.status].append(o)
+    status = next(s for s in _RANK if s in by_status)
+    label, style = _STATUS_STYLE[status]
+    line = Text("  ")
+    line.append(f"{label:<5}", style=style)
+    line.append(f" {check:<24} {title}")
+    notes = []
+    if status in (Status.SKIP, Status.CRASH):
+        reasons = sorted({o.reason for o in by_status[status]})
+        notes.append("; ".join(reasons))
+    if many_nodes and status not in (Status.PASS, Status.SKIP):
+        nodes = [o.node for o in by_status[status] if o.node]
+        if nodes:
+            notes.append(compact(nodes))
+    if notes:
+        line.append("  " + " — ".join(notes), style="dim")
+    return line
+
+
+def _finding_block(f: Finding) -> list[Text]:
+    head = Text("  ")
+    head.append(f"{str(f.severity).upper():<4}", style=_SEVERITY_STYLE[f.severity])
+    head.append(f" {f.summary}")
+    lines = [head]
+    meta = Text("       ", style="dim")
+    meta.append(f.code)
+    if f.nodes:
+        meta.append(f"  on {compact(f.nodes)}")
+    lines.append(meta)
+    lines.extend(Text(f"       seen: {e}", style="dim") for e in f.evidence)
+    if f.fix:
+        lines.append(Text(f"       fix: {f.fix.text}", style="green"))
+        lines.extend(Text(f"         $ {c}", style="bold") for c in f.fix.commands)
+    return lines
+
+
+def render_text(report: Report, console: Console) -> None:
+    cluster = report.cluster
+    names = cluster.names
+    header = Text()
+    header.append("cluster-doctor", style="bold")
+    header.append(f" {report.command} · {len(names)} node{'s' if len(names) != 1 else ''}")
+    header.append(f" ({compact(names)})", style="dim")
+    console.print(header)
+    for name, failure in cluster.failures.items():
+        console.print(Text(f"  ! {name}: {failure.summary}", style="bold red"))
+
+    grouped: dict[str, list[CheckOutcome]] = defaultdict(list)
+    for o in report.outcomes:
+        grouped[o.check].append(o)
+    console.print(Text("\nChecks", style="bold underline"))
+    for check, outcomes in grouped.items():
+        console.print(_check_line(check, outcomes[0].title, outcomes, len(names) > 1))
+
+    if report.findings:
+        console.print(Text("\nFindings", style="bold underline"))
+        for f in report.findings:
+            for line in _finding_block(f):
+                console.print(line)
+    s = report.summary()
+    tail = Text("\n")
+    tail.append(
+        f"{s['fail']} fail, {s['warn']} warn, {s['pass']} pass, {s['skip']} skip"
+        + (f", {s['crash']} crash" if s["crash"] else "")
+        + (f"; {s['nodes_failed']} of {s['nodes']} nodes unreachable" if s["nodes_failed"] else ""),
+        style="bold",
+    )
+    console.print(tail)

@@ -1,0 +1,78 @@
+"""The Report: one object holding everything a run found. Renderers read only this."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from doctor import __version__
+from doctor.facts.cluster import ClusterFacts
+from doctor.jsonable import jsonable
+from doctor.model import CheckOutcome, Finding, Severity, Status
+from doctor.runner import merge_findings
+
+SCHEMA_VERSION = "1.0"
+
+# Exit codes (documented in the README): findings at or above --fail-on give EXIT_FINDINGS.
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class Report:
+    command: str
+    cluster: ClusterFacts
+    outcomes: list[CheckOutcome]
+    findings: list[Finding] = field(default_factory=list)
+    # Results of stages beyond the checks (nics, ssh_mesh, reachability, allreduce, ...),
+    # each already a JSON-ready value, keyed by its top-level name in the JSON report.
+    sections: dict[str, Any] = field(default_factory=dict)
+    created: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+
+    @classmethod
+    def build(cls, command: str, cluster: ClusterFacts, outcomes: list[CheckOutcome]) -> Report:
+        return cls(command, cluster, outcomes, merge_findings(outcomes))
+
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), default=None)
+
+    def exit_code(self, fail_on: Severity = Severity.FAIL) -> int:
+        worst = self.worst()
+        crashed = any(o.status is Status.CRASH for o in self.outcomes)
+        if crashed or (worst is not None and worst >= fail_on):
+            return EXIT_FINDINGS
+        return EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        nodes: dict[str, Any] = {}
+        for name in self.cluster.names:
+            if name in self.cluster.nodes:
+                nodes[name] = {"status": "ok", "facts": self.cluster.nodes[name].to_json()}
+            else:
+                nodes[name] = {"status": "failed", "failure": jsonable(self.cluster.failures[name])}
+        doc: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "cluster-doctor", "version": __version__},
+            "command": self.command,
+            "created": self.created,
+            "nodes": nodes,
+            "outcomes": [jsonable(o) for o in self.outcomes],
+            "findings": [jsonable(f) for f in self.findings],
+            "summary": self.summary(),
+        }
+        doc.update(self.sections)
+        return doc
+
+    def summary(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Status}
+        for o in self.outcomes:
+            counts[o.status.value] += 1
+        counts["nodes"] = len(self.cluster.names)
+        counts["nodes_failed"] = len(self.cluster.failures)
+        return counts

@@ -1,0 +1,70 @@
+"""Run checks over facts. A check that raises is a ``crash`` outcome, never a crash of the tool."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable
+
+from doctor.facts.cluster import ClusterFacts
+from doctor.model import CheckOutcome, Finding, Missing, Status, status_of
+from doctor.plugin import CheckSpec, Skip
+
+
+def _run_one(spec: CheckSpec, subject: object, node: str | None) -> CheckOutcome:
+    started = time.perf_counter()
+
+    def outcome(
+        status: Status, findings: tuple[Finding, ...] = (), reason: str = ""
+    ) -> CheckOutcome:
+        seconds = round(time.perf_counter() - started, 6)
+        return CheckOutcome(spec.id, status, node, findings, reason, seconds, spec.title)
+
+    for area in spec.needs:
+        value = getattr(subject, area, None)
+        if isinstance(value, Missing):
+            return outcome(Status.SKIP, reason=f"{area}: {value.reason}")
+    try:
+        produced = list(spec.fn(subject))
+    except Skip as skip:
+        return outcome(Status.SKIP, reason=skip.reason)
+    except Exception as exc:
+        return outcome(Status.CRASH, reason=f"{type(exc).__name__}: {exc}")
+    findings = []
+    for f in produced:
+        if f.code not in spec.codes:
+            return outcome(Status.CRASH, reason=f"emitted undeclared finding code {f.code!r}")
+        nodes = f.nodes or ((node,) if node else ())
+        findings.append(dataclasses.replace(f, check=spec.id, nodes=nodes))
+    return outcome(status_of(findings), tuple(findings))
+
+
+def run_checks(specs: Iterable[CheckSpec], cluster: ClusterFacts) -> list[CheckOutcome]:
+    """Node checks run once per reachable node, cluster checks once; order follows ``specs``."""
+    outcomes: list[CheckOutcome] = []
+    for spec in specs:
+        if spec.scope == "node":
+            outcomes.extend(_run_one(spec, facts, name) for name, facts in cluster.nodes.items())
+        else:
+            outcomes.append(_run_one(spec, cluster, None))
+    return outcomes
+
+
+def merge_findings(outcomes: Iterable[CheckOutcome]) -> list[Finding]:
+    """One finding per distinct (check, code, severity, summary), naming every node it hit.
+
+    Node checks emit the same finding on many nodes; the report names them once as a group.
+    Ordered worst first, then by check and code, so the report reads top-down by urgency.
+    """
+    merged: dict[tuple[str, str, int, str], Finding] = {}
+    for outcome in outcomes:
+        for f in outcome.findings:
+            key = (f.check, f.code, int(f.severity), f.summary)
+            if key in merged:
+                prev = merged[key]
+                nodes = prev.nodes + tuple(n for n in f.nodes if n not in prev.nodes)
+                evidence = prev.evidence + tuple(e for e in f.evidence if e not in prev.evidence)
+                merged[key] = dataclasses.replace(prev, nodes=nodes, evidence=evidence)
+            else:
+                merged[key] = f
+    return sorted(merged.values(), key=lambda f: (-int(f.severity), f.check, f.code))

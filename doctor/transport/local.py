@@ -1,0 +1,42 @@
+"""Run on this machine, without SSH."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from doctor.facts.cluster import NodeFailure
+from doctor.inventory import Node
+from doctor.transport import ExecResult
+
+
+class LocalTransport:
+    def execute(
+        self, node: Node, argv: list[str], stdin: bytes, timeout: float
+    ) -> ExecResult | NodeFailure:
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # so a timeout can kill everything it started
+            )
+        except OSError as exc:
+            return NodeFailure(node.name, "node.no_python", f"cannot run {argv[0]}: {exc.strerror}")
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return NodeFailure(
+                node.name, "node.timeout", f"no answer from {argv[0]} within {timeout:g}s"
+            )
+        except BaseException:
+            # Ctrl-C: leave nothing behind, then let the interrupt through.
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        return ExecResult(proc.returncode, out, err, time.monotonic() - started)
