@@ -268,6 +268,19 @@ def collect_env(p):
     p.value("env", captured)
 
 
+def collect_pci(p):
+    """Every PCI device's identity, place in the tree and NUMA node (GPUs, NICs, HCAs, bridges)."""
+    root = "/sys/bus/pci/devices"
+    for dev in p.listdir(root) or []:
+        path = root + "/" + dev
+        for attr in ("class", "vendor", "device", "numa_node", "local_cpulist"):
+            p.read(path + "/" + attr)
+        p.readlink(path + "/driver")
+        # The resolved path (…/pci0000:00/0000:00:01.0/0000:01:00.0) gives the bridge chain
+        # that GPU-NIC distances are computed from, the way NCCL's topology code does.
+        p.value("realpath:" + path, lambda d=path: os.path.realpath(d))
+
+
 def collect_extra(p):
     """Files and commands that check plugins asked for."""
     for path in p.spec.get("files", []):
@@ -283,6 +296,7 @@ SECTIONS = [
     ("system", collect_system),
     ("limits", collect_limits),
     ("env", collect_env),
+    ("pci", collect_pci),
     ("extra", collect_extra),
 ]
 

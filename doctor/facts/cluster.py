@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.facts.node import NodeFacts
+from doctor.inventory import Node
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,11 @@ class NodeFailure:
 class ClusterFacts:
     nodes: dict[str, NodeFacts]
     failures: dict[str, NodeFailure] = field(default_factory=dict)
+    # How the user named each node (address, slots), when known.
+    inventory: dict[str, Node] = field(default_factory=dict)
+    # A known-good node's facts (--baseline FILE); when set, drift is judged against it
+    # instead of the majority.
+    baseline: NodeFacts | None = None
 
     @property
     def names(self) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from doctor.capture import Capture
 from doctor.facts.limits import LimitFacts, parse_limits
+from doctor.facts.pci import PciDevice, parse_pci
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.model import Missing
 
@@ -21,6 +22,7 @@ class NodeFacts:
     system: SystemFacts | Missing
     limits: LimitFacts | Missing
     env: dict[str, str] | Missing
+    pci: list[PciDevice] | Missing
 
     def to_json(self) -> dict[str, Any]:
         from doctor.jsonable import jsonable
@@ -29,7 +31,7 @@ class NodeFacts:
 
 
 # The areas a check can name in ``needs``, in report order.
-FACT_AREAS: tuple[str, ...] = ("system", "limits", "env")
+FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci")
 
 
 def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
@@ -52,4 +54,5 @@ def parse_node(node: str, cap: Capture) -> NodeFacts:
         system=guarded(parse_system, cap, "system"),
         limits=guarded(parse_limits, cap, "limits"),
         env=guarded(_env, cap, "env"),
+        pci=guarded(parse_pci, cap, "pci"),
     )
