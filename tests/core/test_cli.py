@@ -122,3 +122,8 @@ def test_fail_on_warn_turns_warnings_into_exit_1(tmp_path: Path) -> None:
 def test_no_arguments_prints_help() -> None:
     proc = doctor()
     assert proc.returncode == 0 and "preflight" in proc.stdout
+
+
+def test_version() -> None:
+    proc = doctor("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("cluster-doctor ")
