@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict  # noqa: F401  (type comments: the nodes may run Python 3.8)
+from typing import Any, Dict, List  # noqa: F401  (type comments: the nodes may run Python 3.8)
 
 PROBE_VERSION = 1
 MAX_FILE_BYTES = 1 << 20
@@ -296,7 +296,7 @@ def _nvml_call(fn, *args):
 
 
 def _nvml_links(nvml, handle):
-    links = []
+    links = []  # type: List[Dict[str, Any]]
     for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
         state = _nvml_call(nvml.nvmlDeviceGetNvLinkState, handle, link)
         if isinstance(state, dict):  # NOT_SUPPORTED (no NVLink) or INVALID_ARGUMENT (past the last)
@@ -313,12 +313,14 @@ def _nvml_links(nvml, handle):
                 link,
                 getattr(nvml, "NVML_NVLINK_CAP_P2P_SUPPORTED", 0),
             ),
-            "remote_bus_id": remote if isinstance(remote, dict) else _nvml_call(
-                lambda: remote.busId
-            ),
+            "remote_bus_id": remote
+            if isinstance(remote, dict)
+            else _nvml_call(lambda r=remote: r.busId),
         }
         if hasattr(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType"):
-            entry["remote_type"] = _nvml_call(nvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
+            entry["remote_type"] = _nvml_call(
+                nvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link
+            )
         links.append(entry)
     return links
 
@@ -338,7 +340,7 @@ def _nvml_topology():
             device = {
                 "index": index,
                 "name": _nvml_call(nvml.nvmlDeviceGetName, handle),
-                "bus_id": pci if isinstance(pci, dict) else _nvml_call(lambda: pci.busId),
+                "bus_id": pci if isinstance(pci, dict) else _nvml_call(lambda i=pci: i.busId),
                 "cpu_affinity": _nvml_call(
                     lambda h=handle: list(nvml.nvmlDeviceGetCpuAffinity(h, words))
                 ),

@@ -1,7 +1,8 @@
-"""Topology facts: the GPU/NIC matrix from NVML (or nvidia-smi, or sysfs alone) and NIC placement."""
+"""Topology facts: the GPU/NIC matrix from NVML (else nvidia-smi, else sysfs) and NIC placement."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from doctor.capture import Capture
@@ -107,7 +108,7 @@ def _matrix(
     nics: list[Nic],
     gpu_label: dict[tuple[int, int], str],
     places: dict[str, PciPlace],
-    affinity: list[tuple[str, ...]],
+    affinity: Sequence[tuple[str, ...]],
     columns: tuple[str, ...],
 ) -> Topology:
     """Fill a matrix: GPU pairs from ``gpu_label``, everything with a NIC from PCI distance."""
@@ -163,7 +164,9 @@ def _from_sysfs(pci: list[PciDevice], places: dict[str, PciPlace], nics: list[Ni
     names = [f"GPU{i}" for i in range(len(gpus))]
     if any(d.address not in places for d in gpus):
         nics = []  # as with NVML: no NIC distance without every GPU's place
-    gpu_places = {n: places[d.address] for n, d in zip(names, gpus, strict=True) if d.address in places}
+    gpu_places = {
+        n: places[d.address] for n, d in zip(names, gpus, strict=True) if d.address in places
+    }
     labels = {
         (i, j): pci_label(gpu_places[a], gpu_places[b])
         for i, a in enumerate(names)
@@ -208,10 +211,9 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
         else:
             notes.append(f"nvidia-smi: {smi.reason}")
             topo, source = _from_sysfs(pci, places, nics), "sysfs"
-    if source == "nvidia-smi":
-        rdma = tuple(topo.nics)  # nvidia-smi lists ibverbs devices only
-    else:
-        rdma = tuple(n.name for n in nics if n.rdma)
+    # nvidia-smi lists ibverbs devices only: every NIC of its matrix is an RDMA device.
+    from_smi = source == "nvidia-smi"
+    rdma = tuple(topo.nics) if from_smi else tuple(n.name for n in nics if n.rdma)
     return TopoFacts(
         source=source,
         topology=topo,
@@ -220,6 +222,6 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
         nvidia_smi=smi,
         nvml=gpus,
         p2p=p2p,
-        mismatches=cross_check(topo, smi) if source != "nvidia-smi" and isinstance(smi, Topology) else (),
+        mismatches=cross_check(topo, smi) if not from_smi and isinstance(smi, Topology) else (),
         notes=tuple(notes),
     )

@@ -42,7 +42,7 @@ def closeness(label: str) -> tuple[int, int]:
 
 
 def nccl_path(label: str) -> str:
-    """NCCL's path type for a label: NCCL has no NODE level (it merges host bridges per NUMA node)."""
+    """NCCL's path type for a label (NCCL has no NODE: it merges host bridges per NUMA node)."""
     if NVLINK.fullmatch(label):
         return "NVL"
     return {"X": "LOC", "NODE": "PHB"}.get(label, label)
@@ -97,4 +97,6 @@ class Topology:
 
     def nvlink_totals(self) -> dict[str, int]:
         """Sum of NVLink counts from each GPU to its peers (equal on a healthy, uniform box)."""
-        return {g: sum(nvlink_count(self.label(g, p)) for p in self.gpus if p != g) for g in self.gpus}
+        return {
+            g: sum(nvlink_count(self.label(g, p)) for p in self.gpus if p != g) for g in self.gpus
+        }

@@ -1,4 +1,4 @@
-"""Show a node's topology: a matrix like `nvidia-smi topo -m` with its legend, NIC affinity, JSON."""
+"""Show a node's topology: a matrix like `nvidia-smi topo -m`, its legend, NIC affinity, JSON."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ from doctor.topo.matrix import LEGEND, NVLINK, Topology, closeness, nccl_path
 # NCCL's default NCCL_NET_GDR_LEVEL (src/graph/paths.cc ncclTopoCheckGdr): GPUDirect RDMA is used
 # only when the GPU-NIC path is PXB or closer.
 GDR_DEFAULT_LEVEL = "PXB"
-STYLES = {"X": "dim", "PIX": "green", "PXB": "cyan", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}
+STYLES = {
+    "X": "dim",
+    "PIX": "green",
+    "PXB": "cyan",
+    "PHB": "yellow",
+    "NODE": "yellow",
+    "SYS": "red",
+}
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,9 @@ def view_of(node: str, facts: TopoFacts) -> TopoView:
         for n in facts.nics
     )
     mismatches = tuple(f"disagrees with nvidia-smi: {m}" for m in facts.mismatches)
-    return TopoView(node, facts.source, facts.topology, facts.rdma, nic_lines, facts.notes + mismatches)
+    return TopoView(
+        node, facts.source, facts.topology, facts.rdma, nic_lines, facts.notes + mismatches
+    )
 
 
 def gdr_allowed(label: str) -> bool:
@@ -46,7 +55,7 @@ def gdr_allowed(label: str) -> bool:
 
 
 def nic_affinity(view: TopoView) -> dict[str, dict[str, Any]]:
-    """For each GPU, the closest NICs (RDMA ones when the node has any) and what NCCL makes of it."""
+    """For each GPU: the closest NICs (RDMA ones where the node has any), and what NCCL does."""
     topo = view.topology
     among = tuple(n for n in topo.nics if n in view.rdma) or topo.nics
     out = {}
@@ -109,7 +118,9 @@ def render_topology(view: TopoView, out: Console) -> None:
                 out.print(f"  {alias}: {nic}")
         affinity = nic_affinity(view)
         if affinity:
-            out.print("\nClosest NIC per GPU (GPUDirect RDMA at NCCL's default NCCL_NET_GDR_LEVEL):")
+            out.print(
+                "\nClosest NIC per GPU (GPUDirect RDMA at NCCL's default NCCL_NET_GDR_LEVEL):"
+            )
             for gpu, near in affinity.items():
                 gdr = "GDR on" if near["gdr"] else ("GDR off" if near["rdma"] else "no RDMA")
                 out.print(f"  {gpu:<6} {','.join(near['nics']):<24} {near['label']:<5} {gdr}")

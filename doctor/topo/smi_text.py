@@ -22,7 +22,7 @@ COLUMN_WORDS = {word for column in KNOWN_COLUMNS for word in column.split()}
 
 
 class TopoParseError(ValueError):
-    """The text is not an `nvidia-smi topo -m` matrix; the message says what is wrong, in one line."""
+    """The text is not an `nvidia-smi topo -m` matrix; the message says why, in one line."""
 
 
 def _tokens(line: str) -> list[str]:
@@ -124,7 +124,7 @@ def parse_topo_text(text: str) -> Topology:
 
 
 def export_topo_text(topo: Topology) -> str:
-    """Write a topology the way `nvidia-smi topo -m` does (tab-separated); the parser reads it back."""
+    """Write a topology as `nvidia-smi topo -m` does (tab-separated); the parser reads it back."""
     nic_names = {nic: f"NIC{i}" for i, nic in enumerate(topo.nics)} if topo.nic_legend else {}
     shown = [nic_names.get(d, d) for d in topo.devices]
     lines = ["\t" + "\t".join([*shown, *topo.columns])]
