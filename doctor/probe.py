@@ -331,7 +331,9 @@ def _nvml_topology():
 
     nvml.nvmlInit()
     try:
-        words = ((os.cpu_count() or 1) + 63) // 64
+        # Affinity masks are arrays of 64-bit words; ask for room for 1024 CPUs at least (NVML
+        # leaves the rest zero) so CPU numbers above os.cpu_count() (offline CPUs) still fit.
+        words = max(16, ((os.cpu_count() or 1) + 63) // 64)
         count = nvml.nvmlDeviceGetCount()
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         devices = []
