@@ -12,6 +12,7 @@ from doctor.topo.matrix import KNOWN_COLUMNS, Topology
 from doctor.topo.nvml import (
     NVSWITCH_CLASS,
     NvmlGpu,
+    NvmlShapeError,
     nvlink_label,
     p2p_problems,
     pair_answers,
@@ -200,12 +201,19 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
     smi = _smi(cap)
     raw = cap.value("nvml:topology")
     notes = []
+    from_nvml = None
     if isinstance(raw, dict):
-        topo, gpus, p2p = _from_nvml(raw, places, pci, nics)
+        try:
+            from_nvml = _from_nvml(raw, places, pci, nics)
+        except NvmlShapeError as exc:
+            notes.append(f"NVML: {exc}")
+    elif isinstance(raw, Missing):
+        notes.append(f"NVML: {raw.reason}")
+    if from_nvml is not None:
+        topo, gpus, p2p = from_nvml
         source = "nvml"
     else:
         gpus, p2p = (), {}
-        notes.append(f"NVML: {raw.reason if isinstance(raw, Missing) else 'no answer'}")
         if isinstance(smi, Topology):
             topo, source = smi, "nvidia-smi"
         else:

@@ -74,13 +74,14 @@ def _ok(answer: Any) -> bool:
     return not (isinstance(answer, dict) and "error" in answer)
 
 
-def _gpu(index: int, raw: dict[str, Any], switches: set[str]) -> NvmlGpu:
-    if not isinstance(raw.get("bus_id"), str):
-        raise NvmlShapeError(f"GPU{index}: no PCI bus id ({raw.get('bus_id')})")
+def _gpu(index: int, raw: Any, switches: set[str]) -> NvmlGpu:
+    if not isinstance(raw, dict) or not isinstance(raw.get("bus_id"), str):
+        raise NvmlShapeError(f"GPU{index}: no PCI bus id in the NVML capture")
     peers: dict[str, int] = {}
     up = down = 0
-    for link in raw.get("nvlinks") or []:
-        if not _ok(link.get("state")):
+    links = raw.get("nvlinks")
+    for link in links if isinstance(links, list) else []:
+        if not isinstance(link, dict) or not _ok(link.get("state")):
             continue  # no NVLink on this GPU, or the link index is past the last one
         if link.get("state") != 1:  # NVML_FEATURE_ENABLED
             down += 1
