@@ -1,4 +1,4 @@
-"""A stand-in for the pynvml module: a MOCK of NVML, since no GPU exists on the machines tests run on.
+"""A stand-in for the pynvml module: a MOCK of NVML, since no GPU exists where the tests run.
 
 It answers only the calls the probe makes, with the shapes nvidia-ml-py's pynvml.py documents:
 handles from nvmlDeviceGetHandleByIndex; nvmlDeviceGetPciInfo(h).busId (bytes in older bindings,
@@ -26,11 +26,11 @@ class NVMLError(Exception):
     pass
 
 
-class NVMLError_NotSupported(NVMLError):  # noqa: N801 (pynvml's own class names)
+class NVMLError_NotSupported(NVMLError):
     pass
 
 
-class NVMLError_InvalidArgument(NVMLError):  # noqa: N801
+class NVMLError_InvalidArgument(NVMLError):
     pass
 
 
@@ -105,7 +105,7 @@ def fake_module(
 
 
 def nvml_answers(module: types.ModuleType) -> dict[str, Any]:
-    """What the probe's NVML collector records with this module as pynvml, as JSON would carry it."""
+    """What the probe's NVML collector records with this module as pynvml, through JSON."""
     saved = sys.modules.get("pynvml")
     sys.modules["pynvml"] = module
     try:

@@ -1,10 +1,10 @@
 """Build a probe capture from an indented sysfs PCI tree fixture (tests/fixtures/topo/sysfs/*.tree).
 
-A tree file lists root complexes (``pci0000:17 numa=0 cpus=0-31``) and, indented below them, the devices
-of the PCI hierarchy as sysfs nests them under /sys/devices: ``ADDRESS KIND [HCA|-] [NETDEV|-]``
-with KIND one of bridge, gpu, nvswitch, nic. The capture holds exactly what the probe's pci and
-topo sections record for such a machine (class/vendor/numa_node files, realpath values, the
-/sys/class/net and /sys/class/infiniband listings).
+A tree file lists root complexes (``pci0000:17 numa=0 cpus=0-31``) and, indented below them,
+the devices of the PCI hierarchy as sysfs nests them under /sys/devices:
+``ADDRESS KIND [HCA|-] [NETDEV|-]`` with KIND one of bridge, gpu, nvswitch, nic. The capture
+holds what the probe's pci and topo sections record for such a machine (class/vendor/numa_node
+files, realpath values, the /sys/class/net and /sys/class/infiniband listings).
 """
 
 from __future__ import annotations

@@ -89,7 +89,10 @@ def test_dual_socket_tree_matches_its_nvidia_smi_matrix() -> None:
     assert facts.topology.label("GPU0", "eno1") == "NODE"
     smi = parse_topo_text(smi_text("dual-socket-pcie-4gpu-nic-legend.txt"))
     assert cross_check(facts.topology, smi) == ()
-    assert facts.topology.affinity_of("GPU2") == {"CPU Affinity": "32-63,96-127", "NUMA Affinity": "1"}
+    assert facts.topology.affinity_of("GPU2") == {
+        "CPU Affinity": "32-63,96-127",
+        "NUMA Affinity": "1",
+    }
 
 
 def test_hgx_tree_gpu_nic_distances_match_nvidia_smi() -> None:
