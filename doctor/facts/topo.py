@@ -208,7 +208,7 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
         except NvmlShapeError as exc:
             notes.append(f"NVML: {exc}")
     elif isinstance(raw, Missing):
-        notes.append(f"NVML: {raw.reason}")
+        notes.append(raw.reason)
     if from_nvml is not None:
         topo, gpus, p2p = from_nvml
         source = "nvml"
@@ -217,7 +217,7 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
         if isinstance(smi, Topology):
             topo, source = smi, "nvidia-smi"
         else:
-            notes.append(f"nvidia-smi: {smi.reason}")
+            notes.append(smi.reason)
             topo, source = _from_sysfs(pci, places, nics), "sysfs"
     # nvidia-smi lists ibverbs devices only: every NIC of its matrix is an RDMA device.
     from_smi = source == "nvidia-smi"

@@ -94,7 +94,7 @@ def _cell(label: str) -> Text:
 
 def render_topology(view: TopoView, out: Console) -> None:
     topo = view.topology
-    out.print(Text(f"{view.node}: GPU topology from {view.source}", style="bold"))
+    out.print(Text(f"{view.node}: topology from {view.source}", style="bold"))
     if not topo.gpus:
         out.print(f"no NVIDIA GPU on {view.node}")
     else:
