@@ -36,6 +36,12 @@ class Nic:
     rdma: bool
     netdevs: tuple[str, ...]  # the netdevs of the same PCI function
     place: PciPlace
+    ports: tuple[tuple[str, str, str], ...] = ()  # RDMA ports: (port, state, link layer)
+
+    @property
+    def usable(self) -> bool:
+        """NCCL uses only ACTIVE ports; a NIC whose ports were not read is given the benefit."""
+        return not self.ports or any(state == "ACTIVE" for _, state, _ in self.ports)
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class TopoFacts:
     source: str  # "nvml", "nvidia-smi" or "sysfs": where the GPU matrix came from
     topology: Topology
     nics: tuple[Nic, ...]  # every PCI NIC sysfs shows
-    rdma: tuple[str, ...]  # the matrix's NICs that are RDMA devices (GPUDirect RDMA candidates)
+    rdma: tuple[str, ...]  # the matrix's RDMA NICs NCCL can use (GPUDirect RDMA candidates)
     nvidia_smi: Topology | Missing  # `nvidia-smi topo -m` as parsed, when it ran
     nvml: tuple[NvmlGpu, ...] = ()
     p2p: dict[str, dict[str, str]] = field(default_factory=dict)  # "GPU0-GPU1" → not-OK caps
@@ -71,6 +77,26 @@ def _nic_place(cap: Capture, link: str, numa: dict[str, int | None]) -> PciPlace
     return PciPlace(place.root, place.chain, numa.get(place.address))
 
 
+def _sysfs_word(text: str | Missing) -> str:
+    """'4: ACTIVE' → 'ACTIVE' (drivers/infiniband/core/sysfs.c prints "%d: %s"); '?' if unread."""
+    if isinstance(text, Missing):
+        return "?"
+    return text.strip().rpartition(": ")[2] or "?"
+
+
+def _ports(cap: Capture, hca: str) -> tuple[tuple[str, str, str], ...]:
+    listing = cap.dir(f"{IB_ROOT}/{hca}/ports")
+    base = f"{IB_ROOT}/{hca}/ports"
+    return tuple(
+        (
+            port,
+            _sysfs_word(cap.file(f"{base}/{port}/state")),
+            _sysfs_word(cap.file(f"{base}/{port}/link_layer")),
+        )
+        for port in ([] if isinstance(listing, Missing) else listing)
+    )
+
+
 def parse_nics(cap: Capture, pci: list[PciDevice]) -> list[Nic]:
     """RDMA HCAs first (sorted), then PCI netdevs that are not an HCA's own interface."""
     numa = {d.address: d.numa_node for d in pci}
@@ -81,7 +107,7 @@ def parse_nics(cap: Capture, pci: list[PciDevice]) -> list[Nic]:
         netdevs = cap.dir(f"{IB_ROOT}/{hca}/device/net")
         if place is not None:
             own = () if isinstance(netdevs, Missing) else tuple(netdevs)
-            nics.append(Nic(hca, place.address, True, own, place))
+            nics.append(Nic(hca, place.address, True, own, place, _ports(cap, hca)))
     taken = {n for nic in nics for n in nic.netdevs}
     ifaces = cap.dir(NET_ROOT)
     for iface in [] if isinstance(ifaces, Missing) else ifaces:
@@ -221,7 +247,7 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
             topo, source = _from_sysfs(pci, places, nics), "sysfs"
     # nvidia-smi lists ibverbs devices only: every NIC of its matrix is an RDMA device.
     from_smi = source == "nvidia-smi"
-    rdma = tuple(topo.nics) if from_smi else tuple(n.name for n in nics if n.rdma)
+    rdma = tuple(topo.nics) if from_smi else tuple(n.name for n in nics if n.rdma and n.usable)
     return TopoFacts(
         source=source,
         topology=topo,

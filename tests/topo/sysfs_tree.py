@@ -2,7 +2,8 @@
 
 A tree file lists root complexes (``pci0000:17 numa=0 cpus=0-31``) and, indented below them,
 the devices of the PCI hierarchy as sysfs nests them under /sys/devices:
-``ADDRESS KIND [HCA|-] [NETDEV|-]`` with KIND one of bridge, gpu, nvswitch, nic. The capture
+``ADDRESS KIND [HCA|-] [NETDEV|-] [PORT-STATE]`` with KIND one of bridge, gpu, nvswitch, nic
+(an HCA's one port is ``4:ACTIVE`` unless the line says otherwise, e.g. ``1:DOWN``). The capture
 holds what the probe's pci and topo sections record for such a machine (class/vendor/numa_node
 files, realpath values, the /sys/class/net and /sys/class/infiniband listings).
 """
@@ -67,6 +68,11 @@ def tree_capture(
             hca, netdev = fields[2], fields[3]
             if hca != "-":
                 hcas.append(hca)
+                state = fields[4] if len(fields) > 4 else "4:ACTIVE"
+                dirs[f"/sys/class/infiniband/{hca}/ports"] = {"entries": ["1"]}
+                port = f"/sys/class/infiniband/{hca}/ports/1"
+                files[f"{port}/state"] = {"text": state.replace(":", ": ") + "\n"}
+                files[f"{port}/link_layer"] = {"text": "InfiniBand\n"}
                 values[f"realpath:/sys/class/infiniband/{hca}/device"] = {"value": path}
                 dirs[f"/sys/class/infiniband/{hca}/device/net"] = {
                     "entries": [] if netdev == "-" else [netdev]

@@ -9,11 +9,12 @@ from checks.topo import cross_check, gdr_reach, gpu_sockets, nvlink_health, p2p_
 from doctor.capture import Capture
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
+from doctor.facts.topo import TopoFacts
 from doctor.model import CheckOutcome, Severity, Status
 from doctor.plugin import CheckSpec
 from doctor.runner import run_checks
 from tests.topo.machines import hgx_h100, pcie_4gpu
-from tests.topo.sysfs_tree import FIXTURES, capture, smi_text
+from tests.topo.sysfs_tree import FIXTURES, capture, smi_text, tree_capture
 
 
 def node(
@@ -160,3 +161,16 @@ def test_drift_same_nodes_pass_and_baseline_wins() -> None:
     base = node("hgx-8gpu-nvswitch.tree", hgx_h100(down={0: 18}), name="golden")
     outcome = run(topo_drift, a, b, baseline=base)
     assert {n for f in outcome.findings for n in f.nodes} == {"gpu1", "gpu2"}
+
+
+def test_gdr_ignores_hca_whose_ports_are_down() -> None:
+    # NCCL uses only ACTIVE ports: with mlx5_1's port down, GPU2/GPU3 reach mlx5_0 across sockets.
+    raw = tree_capture("dual-socket-pcie.tree")
+    raw["files"]["/sys/class/infiniband/mlx5_1/ports/1/state"] = {"text": "1: DOWN\n"}
+    facts = parse_node("n1", Capture(raw))
+    assert isinstance(facts.topo, TopoFacts)
+    assert facts.topo.rdma == ("mlx5_0",)
+    assert facts.topo.nics[1].ports == (("1", "DOWN", "InfiniBand"),)
+    outcome = run(gdr_reach, facts)
+    assert codes(outcome) == [("topo.gdr.cross_socket", Severity.WARN)]
+    assert outcome.findings[0].evidence == ("GPU2→mlx5_0 (SYS)", "GPU3→mlx5_0 (SYS)")
