@@ -208,17 +208,21 @@ def cross_check(facts: NodeFacts) -> Iterator[Finding]:
 
 
 def topology_signature(facts: NodeFacts) -> str | Missing:
-    """A readable summary plus a short digest of every link, for comparing nodes."""
+    """A readable summary plus a short digest of the GPU and RDMA NIC links, for comparing nodes.
+
+    Only what nvidia-smi also shows (GPUs, RDMA NICs) counts, so that a node read through NVML
+    and one read through nvidia-smi compare on the same terms.
+    """
     topo_facts = facts.topo
     if isinstance(topo_facts, Missing):
         return topo_facts
     topo = topo_facts.topology
     gpus = topo.gpus
+    shown = [*gpus, *(n for n in topo.nics if n in topo_facts.rdma)]
     gpu_links = Counter(topo.label(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1 :])
-    nic_links = Counter(
-        topo.label(g, n) for g in topo.gpus for n in topo.nics if n in topo_facts.rdma
-    )
-    digest = hashlib.sha256(repr(sorted(topo.links().items())).encode()).hexdigest()[:8]
+    nic_links = Counter(topo.label(g, n) for g in gpus for n in shown[len(gpus) :])
+    pairs = [(a, b, topo.label(a, b)) for i, a in enumerate(shown) for b in shown[i + 1 :]]
+    digest = hashlib.sha256(repr(pairs).encode()).hexdigest()[:8]
 
     def counts(c: Counter[str]) -> str:
         return ",".join(f"{k}×{n}" for k, n in sorted(c.items())) or "-"

@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from checks.topo import cross_check, gdr_reach, gpu_sockets, nvlink_health, p2p_status, topo_drift
+from checks.topo import (
+    cross_check,
+    gdr_reach,
+    gpu_sockets,
+    nvlink_health,
+    p2p_status,
+    topo_drift,
+    topology_signature,
+)
 from doctor.capture import Capture
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
@@ -174,3 +182,11 @@ def test_gdr_ignores_hca_whose_ports_are_down() -> None:
     outcome = run(gdr_reach, facts)
     assert codes(outcome) == [("topo.gdr.cross_socket", Severity.WARN)]
     assert outcome.findings[0].evidence == ("GPU2→mlx5_0 (SYS)", "GPU3→mlx5_0 (SYS)")
+
+
+def test_same_machine_through_nvml_or_nvidia_smi_has_one_signature() -> None:
+    via_nvml = node("hgx-8gpu-nvswitch.tree", hgx_h100(), name="gpu1")
+    via_smi = node("hgx-8gpu-nvswitch.tree", smi="hgx-h100-nvswitch-nic-legend.txt", name="gpu2")
+    assert (via_nvml.topo.source, via_smi.topo.source) == ("nvml", "nvidia-smi")  # type: ignore[union-attr]
+    assert topology_signature(via_nvml) == topology_signature(via_smi)
+    assert run(topo_drift, via_nvml, via_smi).status is Status.PASS

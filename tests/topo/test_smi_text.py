@@ -174,7 +174,7 @@ def topologies(draw: st.DrawFn) -> Topology:
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(topologies())
 def test_export_then_parse_is_identity(topo: Topology) -> None:
     assert parse_topo_text(export_topo_text(topo)) == topo
@@ -184,3 +184,24 @@ def test_export_then_parse_is_identity(topo: Topology) -> None:
 def test_fixture_survives_export(name: str) -> None:
     topo = parse_topo_text(smi_text(name))
     assert parse_topo_text(export_topo_text(topo)) == topo
+
+
+FIXTURE_LINES = [line for name in EXPECTED for line in smi_text(name).splitlines()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(FIXTURE_LINES), st.text(max_size=40)),
+        max_size=25,
+    )
+)
+def test_any_text_parses_or_fails_cleanly(lines: list[str]) -> None:
+    # Shuffled real-shaped lines and junk: a Topology or one TopoParseError line, nothing else.
+    try:
+        topo = parse_topo_text("\n".join(lines))
+    except TopoParseError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert topo.gpus
+        assert all(len(row) == len(topo.devices) for row in topo.cells)
