@@ -137,33 +137,43 @@ def _matrix(
     places: dict[str, PciPlace],
     affinity: Sequence[tuple[str, ...]],
     columns: tuple[str, ...],
+    notes: list[str],
 ) -> Topology:
-    """Fill a matrix: GPU pairs from ``gpu_label``, everything with a NIC from PCI distance."""
+    """Fill a matrix: GPU pairs from ``gpu_label``, everything with a NIC from PCI distance.
+
+    A pair no source can place is shown as SYS (the worst case) and named in ``notes``.
+    """
     names = [*gpus, *(n.name for n in nics)]
     spots = [*(places.get(g) for g in gpus), *(n.place for n in nics)]
     cells = []
     for i in range(len(names)):
         row = []
         for j in range(len(names)):
+            a, b = spots[i], spots[j]
             if i == j:
                 row.append("X")
             elif (i, j) in gpu_label:
                 row.append(gpu_label[(i, j)])
+            elif a is not None and b is not None:
+                row.append(pci_label(a, b))
             else:
-                a, b = spots[i], spots[j]
-                row.append(pci_label(a, b) if a and b else "SYS")  # see the callers
+                row.append("SYS")
+                if i < j:
+                    notes.append(f"{names[i]}-{names[j]}: no PCI place known, shown as SYS")
         cells.append(tuple(row))
     rows = [*affinity, *(() for _ in nics)]
     return Topology(tuple(names), tuple(cells), columns, tuple(rows), nic_legend=bool(nics))
 
 
 def _from_nvml(
-    raw: dict, places: dict[str, PciPlace], pci: list[PciDevice], nics: list[Nic]
+    raw: dict, places: dict[str, PciPlace], pci: list[PciDevice], nics: list[Nic], notes: list[str]
 ) -> tuple[Topology, tuple[NvmlGpu, ...], dict[str, dict[str, str]]]:
     switches = {d.address for d in pci if d.pci_class == NVSWITCH_CLASS}
     gpus = parse_nvml_gpus(raw, set(places), switches)
-    if any(g.bus_id not in places for g in gpus):
-        nics = []  # a GPU sysfs does not show (a container without /sys): no distance to guess
+    if nics and any(g.bus_id not in places for g in gpus):
+        # A GPU sysfs does not show (a container without /sys): no NIC distance to guess.
+        notes.append("a GPU is missing from sysfs: NICs left out of the matrix")
+        nics = []
     pairs = pair_answers(raw)
     labels: dict[tuple[int, int], str] = {}
     p2p: dict[str, dict[str, str]] = {}
@@ -173,37 +183,34 @@ def _from_nvml(
                 continue
             pair = pairs.get((i, j), {})
             label = nvlink_label(a, b) or pcie_label(pair)
-            if label is None and a.bus_id in places and b.bus_id in places:
-                label = pci_label(places[a.bus_id], places[b.bus_id])
-            labels[(i, j)] = label or "SYS"
+            if label is not None:
+                labels[(i, j)] = label  # else the PCI places decide, as for NICs
             problems = p2p_problems(pair)
             if problems and i < j:
                 p2p[f"{a.name}-{b.name}"] = problems
     gpu_places = {g.name: places[g.bus_id] for g in gpus if g.bus_id in places}
     affinity = [(g.cpu_affinity, g.numa_affinity, g.numa_id) for g in gpus]
-    topo = _matrix([g.name for g in gpus], nics, labels, gpu_places, affinity, KNOWN_COLUMNS)
+    names = [g.name for g in gpus]
+    topo = _matrix(names, nics, labels, gpu_places, affinity, KNOWN_COLUMNS, notes)
     return topo, tuple(gpus), p2p
 
 
-def _from_sysfs(pci: list[PciDevice], places: dict[str, PciPlace], nics: list[Nic]) -> Topology:
+def _from_sysfs(
+    pci: list[PciDevice], places: dict[str, PciPlace], nics: list[Nic], notes: list[str]
+) -> Topology:
     """GPUs in PCI bus order (nvidia-smi's order), PCIe labels only: sysfs cannot see NVLink."""
     gpus = sorted((d for d in pci if d.is_nvidia_gpu), key=lambda d: d.address)
     names = [f"GPU{i}" for i in range(len(gpus))]
-    if any(d.address not in places for d in gpus):
-        nics = []  # as with NVML: no NIC distance without every GPU's place
+    if nics and any(d.address not in places for d in gpus):
+        notes.append("a GPU has no sysfs path: NICs left out of the matrix")
+        nics = []
     gpu_places = {
         n: places[d.address] for n, d in zip(names, gpus, strict=True) if d.address in places
-    }
-    labels = {
-        (i, j): pci_label(gpu_places[a], gpu_places[b])
-        for i, a in enumerate(names)
-        for j, b in enumerate(names)
-        if i != j and a in gpu_places and b in gpu_places
     }
     affinity = [
         (d.local_cpus or "N/A", "N/A" if d.numa_node is None else str(d.numa_node)) for d in gpus
     ]
-    return _matrix(names, nics, labels, gpu_places, affinity, KNOWN_COLUMNS[:2])
+    return _matrix(names, nics, {}, gpu_places, affinity, KNOWN_COLUMNS[:2], notes)
 
 
 def cross_check(ours: Topology, smi: Topology) -> tuple[str, ...]:
@@ -226,11 +233,11 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
     nics = parse_nics(cap, pci)
     smi = _smi(cap)
     raw = cap.value("nvml:topology")
-    notes = []
+    notes: list[str] = []
     from_nvml = None
     if isinstance(raw, dict):
         try:
-            from_nvml = _from_nvml(raw, places, pci, nics)
+            from_nvml = _from_nvml(raw, places, pci, nics, notes)
         except NvmlShapeError as exc:
             notes.append(f"NVML: {exc}")
     elif isinstance(raw, Missing):
@@ -244,7 +251,7 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
             topo, source = smi, "nvidia-smi"
         else:
             notes.append(smi.reason)
-            topo, source = _from_sysfs(pci, places, nics), "sysfs"
+            topo, source = _from_sysfs(pci, places, nics, notes), "sysfs"
     # nvidia-smi lists ibverbs devices only: every NIC of its matrix is an RDMA device.
     from_smi = source == "nvidia-smi"
     rdma = tuple(topo.nics) if from_smi else tuple(n.name for n in nics if n.rdma and n.usable)

@@ -96,6 +96,7 @@ def test_nvml_without_sysfs_places_leaves_nics_out() -> None:
     facts = facts_of("hgx-8gpu-nvswitch.tree", raw)
     assert facts.topology.nics == ()
     assert len(facts.topology.gpus) == 8
+    assert "a GPU is missing from sysfs: NICs left out of the matrix" in facts.notes
 
 
 def test_garbled_nvml_capture_falls_back_with_a_note() -> None:
@@ -109,3 +110,15 @@ def test_garbled_nvml_capture_falls_back_with_a_note() -> None:
     odd_links = [{"bus_id": "00000000:1B:00.0", "nvlinks": 5}]
     facts = facts_of("hgx-8gpu-nvswitch.tree", {"devices": odd_links})
     assert (facts.source, facts.nvml[0].links_up) == ("nvml", 0)
+
+
+def test_pair_no_source_can_place_is_sys_with_a_note() -> None:
+    raw = hgx_h100()
+    raw["devices"][3]["bus_id"] = "00000000:77:00.0"  # sysfs has no such device
+    for link in raw["devices"][3]["nvlinks"]:
+        link["state"] = 0  # and no NVLink to fall back on
+    raw["pairs"] = [p for p in raw["pairs"] if 3 not in (p["a"], p["b"])]
+    facts = facts_of("hgx-8gpu-nvswitch.tree", raw)
+    assert facts.topology.label("GPU0", "GPU3") == "SYS"
+    assert "GPU0-GPU3: no PCI place known, shown as SYS" in facts.notes
+    assert facts.topology.label("GPU0", "GPU1") == "NV18"
