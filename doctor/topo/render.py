@@ -88,6 +88,14 @@ def topo_json(view: TopoView) -> dict[str, Any]:
     }
 
 
+def _width(header: list[str], rows: list[list[str]]) -> int:
+    """The width a matrix needs to show every cell whole (one space each side of a column)."""
+    widths = [len(h) for h in header]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, [*row, *[""] * len(widths)], strict=False)]
+    return sum(w + 2 for w in widths)
+
+
 def _cell(label: str) -> Text:
     style = "bold green" if NVLINK.fullmatch(label) else STYLES.get(label, "")
     return Text(label, style=style)
@@ -100,16 +108,23 @@ def render_topology(view: TopoView, out: Console) -> None:
         out.print(f"no NVIDIA GPU on {view.node}")
     else:
         aliases = {n: f"NIC{i}" for i, n in enumerate(topo.nics)} if topo.nic_legend else {}
+        names = [aliases.get(d, d) for d in topo.devices]
+        header = ["", *names, *topo.columns]
+        rows = [[names[i], *topo.cells[i], *topo.affinity[i]] for i in range(len(topo.devices))]
         table = Table(box=None, pad_edge=False, show_edge=False)
-        table.add_column("")
-        for device in topo.devices:
-            table.add_column(aliases.get(device, device), justify="center")
-        for column in topo.columns:
-            table.add_column(column)
-        for i, device in enumerate(topo.devices):
-            extra = [*topo.affinity[i], *([""] * (len(topo.columns) - len(topo.affinity[i])))]
-            table.add_row(aliases.get(device, device), *map(_cell, topo.cells[i]), *extra)
-        out.print(table)
+        for n, title in enumerate(header):
+            centred = 0 < n <= len(names)
+            table.add_column(title, justify="center" if centred else "left", no_wrap=True)
+        for row in rows:
+            padded = row + [""] * (len(header) - len(row))
+            table.add_row(*(_cell(c) if 0 < n <= len(names) else c for n, c in enumerate(padded)))
+        # A wide matrix stays a matrix: never squeezed to the terminal (nvidia-smi does not either).
+        width = out.width
+        out.width = max(width, _width(header, rows))
+        try:
+            out.print(table)
+        finally:
+            out.width = width
         out.print("\nLegend:")
         for label, meaning in LEGEND:
             out.print(f"  {label:<4} = {meaning}", highlight=False)
@@ -130,6 +145,6 @@ def render_topology(view: TopoView, out: Console) -> None:
         for line in view.nic_lines:
             out.print(f"  {line}", highlight=False)
     elif not topo.nics:
-        out.print("\nno PCI NIC found in sysfs")
+        out.print("\nno NIC found")
     for note in view.notes:
         out.print(f"note: {note}", highlight=False)

@@ -99,3 +99,12 @@ def test_local_node_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["source"] == "sysfs"
     rc, _, err = doctor(capsys, "topo", "-f", "plain", "--deadline", "10")
     assert rc == 2 and "no NVIDIA GPU" in err
+
+
+def test_wide_matrix_is_never_squeezed(capsys: pytest.CaptureFixture[str]) -> None:
+    path = SMI / "hgx-h100-nvswitch-nic-legend.txt"
+    rc, out, _ = doctor(capsys, "topo", "-i", str(path))
+    assert rc == 0
+    assert "…" not in out
+    assert out.count("NV18") == 8 * 7
+    assert "GPU NUMA ID" in out
