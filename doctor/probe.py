@@ -327,7 +327,10 @@ def _nvml_links(nvml, handle):
 
 def _nvml_topology():
     """Raw NVML answers for the topology: devices, NVLinks, common ancestors, P2P status."""
-    import pynvml as nvml  # optional: absent on most nodes, and that is recorded
+    try:
+        import pynvml as nvml  # optional (nvidia-ml-py): used only when importable
+    except ImportError as exc:
+        raise LookupError("pynvml is not importable: %s" % exc) from None  # Probe.value keeps it
 
     nvml.nvmlInit()
     try:

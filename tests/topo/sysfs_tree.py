@@ -89,7 +89,10 @@ def tree_capture(
         {"value": nvml}
         if nvml is not None
         else {
-            "error": {"kind": "failed", "detail": "ModuleNotFoundError: No module named 'pynvml'"}
+            "error": {
+                "kind": "failed",
+                "detail": "LookupError: pynvml is not importable: No module named 'pynvml'",
+            }
         }
     )
     commands = {
