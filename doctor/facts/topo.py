@@ -28,6 +28,16 @@ IB_ROOT = "/sys/class/infiniband"
 
 
 @dataclass(frozen=True)
+class Port:
+    """One RDMA port, from /sys/class/infiniband/<hca>/ports/<n>/ ('?' where unread)."""
+
+    number: str
+    state: str  # ACTIVE, DOWN, INIT, ARMED, ACTIVE_DEFER
+    link_layer: str  # InfiniBand, Ethernet (RoCE)
+    rate: str  # "400 Gb/sec (4X NDR)"
+
+
+@dataclass(frozen=True)
 class Nic:
     """A PCI network device: an RDMA HCA (named as ibverbs names it) or a plain netdev."""
 
@@ -36,12 +46,12 @@ class Nic:
     rdma: bool
     netdevs: tuple[str, ...]  # the netdevs of the same PCI function
     place: PciPlace
-    ports: tuple[tuple[str, str, str], ...] = ()  # RDMA ports: (port, state, link layer)
+    ports: tuple[Port, ...] = ()
 
     @property
     def usable(self) -> bool:
         """NCCL uses only ACTIVE ports; a NIC whose ports were not read is given the benefit."""
-        return not self.ports or any(state == "ACTIVE" for _, state, _ in self.ports)
+        return not self.ports or any(port.state == "ACTIVE" for port in self.ports)
 
 
 @dataclass(frozen=True)
@@ -77,21 +87,24 @@ def _nic_place(cap: Capture, link: str, numa: dict[str, int | None]) -> PciPlace
     return PciPlace(place.root, place.chain, numa.get(place.address))
 
 
-def _sysfs_word(text: str | Missing) -> str:
-    """'4: ACTIVE' → 'ACTIVE' (drivers/infiniband/core/sysfs.c prints "%d: %s"); '?' if unread."""
+def _sysfs_text(text: str | Missing, numbered: bool = False) -> str:
+    """A sysfs attribute's text, '?' if unread; ``numbered`` drops the "4: " of "4: ACTIVE"
+    (drivers/infiniband/core/sysfs.c prints state as "%d: %s")."""
     if isinstance(text, Missing):
         return "?"
-    return text.strip().rpartition(": ")[2] or "?"
+    text = text.strip()
+    return (text.partition(": ")[2] if numbered else text) or "?"
 
 
-def _ports(cap: Capture, hca: str) -> tuple[tuple[str, str, str], ...]:
-    listing = cap.dir(f"{IB_ROOT}/{hca}/ports")
+def _ports(cap: Capture, hca: str) -> tuple[Port, ...]:
     base = f"{IB_ROOT}/{hca}/ports"
+    listing = cap.dir(base)
     return tuple(
-        (
+        Port(
             port,
-            _sysfs_word(cap.file(f"{base}/{port}/state")),
-            _sysfs_word(cap.file(f"{base}/{port}/link_layer")),
+            _sysfs_text(cap.file(f"{base}/{port}/state"), numbered=True),
+            _sysfs_text(cap.file(f"{base}/{port}/link_layer")),
+            _sysfs_text(cap.file(f"{base}/{port}/rate")),
         )
         for port in ([] if isinstance(listing, Missing) else listing)
     )

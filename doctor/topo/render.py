@@ -41,7 +41,7 @@ def view_of(node: str, facts: TopoFacts) -> TopoView:
     nic_lines = tuple(
         f"{n.name:<12} {n.address}  NUMA {'?' if n.place.numa is None else n.place.numa:<3} "
         f"{'RDMA' if n.rdma else 'netdev'}  {','.join(n.netdevs) or '-'}"
-        + "".join(f"  port {p} {state} ({layer})" for p, state, layer in n.ports)
+        + "".join(f"  port {p.number} {p.state} {p.link_layer} {p.rate}" for p in n.ports)
         for n in facts.nics
     )
     mismatches = tuple(f"disagrees with nvidia-smi: {m}" for m in facts.mismatches)

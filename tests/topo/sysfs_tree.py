@@ -73,6 +73,7 @@ def tree_capture(
                 port = f"/sys/class/infiniband/{hca}/ports/1"
                 files[f"{port}/state"] = {"text": state.replace(":", ": ") + "\n"}
                 files[f"{port}/link_layer"] = {"text": "InfiniBand\n"}
+                files[f"{port}/rate"] = {"text": "400 Gb/sec (4X NDR)\n"}
                 values[f"realpath:/sys/class/infiniband/{hca}/device"] = {"value": path}
                 dirs[f"/sys/class/infiniband/{hca}/device/net"] = {
                     "entries": [] if netdev == "-" else [netdev]

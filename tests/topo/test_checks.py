@@ -17,7 +17,7 @@ from checks.topo import (
 from doctor.capture import Capture
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.facts.topo import TopoFacts
+from doctor.facts.topo import Port, TopoFacts
 from doctor.model import CheckOutcome, Severity, Status
 from doctor.plugin import CheckSpec
 from doctor.runner import run_checks
@@ -178,7 +178,7 @@ def test_gdr_ignores_hca_whose_ports_are_down() -> None:
     facts = parse_node("n1", Capture(raw))
     assert isinstance(facts.topo, TopoFacts)
     assert facts.topo.rdma == ("mlx5_0",)
-    assert facts.topo.nics[1].ports == (("1", "DOWN", "InfiniBand"),)
+    assert facts.topo.nics[1].ports == (Port("1", "DOWN", "InfiniBand", "400 Gb/sec (4X NDR)"),)
     outcome = run(gdr_reach, facts)
     assert codes(outcome) == [("topo.gdr.cross_socket", Severity.WARN)]
     assert outcome.findings[0].evidence == ("GPU2→mlx5_0 (SYS)", "GPU3→mlx5_0 (SYS)")
