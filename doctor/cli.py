@@ -211,7 +211,11 @@ def analyze(
 def topo(
     input_file: Annotated[
         Path | None,
-        typer.Option("--input", "-i", help="Read a saved 'nvidia-smi topo -m' output instead."),
+        typer.Option(
+            "--input",
+            "-i",
+            help="Read a saved 'nvidia-smi topo -m' output (or a 'doctor collect' capture).",
+        ),
     ] = None,
     fmt: Annotated[
         TopoFormat, typer.Option("--format", "-f", help="text, json, or plain (nvidia-smi layout).")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from doctor.capture import Capture
+from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec
 from doctor.errors import UsageError
 from doctor.facts.topo import parse_topo
@@ -28,17 +28,33 @@ class TopoFormat(str, enum.Enum):
 
 
 def view_from_file(path: Path) -> TopoView:
-    """Read a saved `nvidia-smi topo -m` output; anything unreadable is a one-line usage error."""
+    """Read a saved `nvidia-smi topo -m` output, or a node's capture from `doctor collect`.
+
+    Anything that is neither is a one-line usage error.
+    """
     try:
         text = path.read_bytes().decode("utf-8", "replace")
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
+    if text.lstrip().startswith("{"):
+        return _view_from_capture(path, text)
     try:
         topo = parse_topo_text(text)
     except TopoParseError as exc:
         raise UsageError(f"{path}: not an nvidia-smi topo -m output: {exc}") from None
     # nvidia-smi lists RDMA (ibverbs) devices only, so every NIC row is one.
     return TopoView(path.name, str(path), topo, topo.nics)
+
+
+def _view_from_capture(path: Path, text: str) -> TopoView:
+    try:
+        cap = Capture(json.loads(text))
+    except (ValueError, CaptureError) as exc:
+        raise UsageError(f"{path}: not a probe capture: {exc}") from None
+    facts = parse_topo(cap)
+    if isinstance(facts, Missing):
+        raise UsageError(f"{path}: no topology in this capture: {facts.reason}")
+    return view_of(path.stem, facts)
 
 
 def local_view(deadline: float) -> TopoView | str:

@@ -108,3 +108,23 @@ def test_wide_matrix_is_never_squeezed(capsys: pytest.CaptureFixture[str]) -> No
     assert "…" not in out
     assert out.count("NV18") == 8 * 7
     assert "GPU NUMA ID" in out
+
+
+def test_input_may_be_a_collected_capture(capsys: pytest.CaptureFixture[str]) -> None:
+    path = FIXTURES / "sysfs" / "vm-virtio.capture.json"
+    rc, out, _ = doctor(capsys, "topo", "--input", str(path), "-f", "json")
+    report = json.loads(out)
+    assert (rc, report["node"], report["gpus"], report["nics"]) == (
+        0,
+        "vm-virtio.capture",
+        0,
+        ["eth0"],
+    )
+
+
+def test_broken_capture_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for content in ('{"probe": 3', '{"files": {}}'):
+        path = tmp_path / "node.json"
+        path.write_text(content)
+        rc, _, err = doctor(capsys, "topo", "--input", str(path))
+        assert rc == 2 and "not a probe capture" in err and "Traceback" not in err
