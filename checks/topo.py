@@ -25,6 +25,14 @@ def _gpu_facts(facts: NodeFacts) -> TopoFacts:
     return topo
 
 
+def _gpu_links_known(facts: NodeFacts) -> TopoFacts:
+    """GPU facts whose GPU-GPU labels include NVLink (NVML or nvidia-smi answered)."""
+    topo = _gpu_facts(facts)
+    if topo.source == "sysfs":
+        raise Skip("NVLink unknown: neither NVML nor nvidia-smi answered on this node")
+    return topo
+
+
 def _islands(topo: Topology) -> list[list[str]]:
     """GPUs grouped so that no pair inside a group is SYS (one group per socket, usually)."""
     groups: list[list[str]] = []
@@ -46,7 +54,7 @@ def _islands(topo: Topology) -> list[list[str]]:
     },
 )
 def gpu_sockets(facts: NodeFacts) -> Iterator[Finding]:
-    topo = _gpu_facts(facts).topology
+    topo = _gpu_links_known(facts).topology
     groups = _islands(topo)
     if len(groups) < 2:
         return
@@ -122,7 +130,7 @@ def gdr_reach(facts: NodeFacts) -> Iterator[Finding]:
     },
 )
 def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
-    topo_facts = _gpu_facts(facts)
+    topo_facts = _gpu_links_known(facts)
     totals = topo_facts.topology.nvlink_totals()
     best = max(totals.values(), default=0)
     if best == 0:

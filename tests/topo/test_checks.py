@@ -43,7 +43,7 @@ def codes(outcome: CheckOutcome) -> list[tuple[str, Severity]]:
 
 
 def test_gpus_split_across_sockets() -> None:
-    outcome = run(gpu_sockets, node("dual-socket-pcie.tree"))
+    outcome = run(gpu_sockets, node("dual-socket-pcie.tree", pcie_4gpu(bridged=False, p2p={})))
     assert codes(outcome) == [("topo.gpu.cross_socket", Severity.WARN)]
     (finding,) = outcome.findings
     assert finding.data["groups"] == [["GPU0", "GPU1"], ["GPU2", "GPU3"]]
@@ -117,8 +117,18 @@ def test_nvlink_degraded_seen_in_nvidia_smi_text_alone() -> None:
 
 
 def test_pcie_only_skips_nvlink() -> None:
-    outcome = run(nvlink_health, node("dual-socket-pcie.tree"))
+    outcome = run(nvlink_health, node("dual-socket-pcie.tree", pcie_4gpu(bridged=False, p2p={})))
     assert (outcome.status, outcome.reason) == (Status.SKIP, "no NVLink between the GPUs")
+
+
+def test_sysfs_alone_cannot_judge_nvlink_or_sockets() -> None:
+    # An NVSwitch box whose driver answers nothing: sysfs shows NODE/SYS between GPUs that are
+    # in fact NVLinked, so neither check may judge them.
+    blind = node("hgx-8gpu-nvswitch.tree")
+    for spec in (gpu_sockets, nvlink_health):
+        outcome = run(spec, blind)
+        assert outcome.status is Status.SKIP
+        assert outcome.reason.startswith("NVLink unknown")
 
 
 def test_p2p_disabled_on_nvlink_pair_fails() -> None:
