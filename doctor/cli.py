@@ -26,6 +26,7 @@ from doctor.render.json_report import render_json
 from doctor.render.terminal import render_text
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
+from doctor.topo.command import TopoFormat, run_topo
 from doctor.transport.local import LocalTransport
 
 app = typer.Typer(
@@ -204,6 +205,25 @@ def analyze(
     cluster = to_cluster(load_capture_dir(folder))
     report = Report.build("analyze", cluster, run_checks(specs, cluster))
     return _emit(report, fmt, json_file, fail_on)
+
+
+@app.command()
+def topo(
+    input_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Read a saved 'nvidia-smi topo -m' output (or a 'doctor collect' capture).",
+        ),
+    ] = None,
+    fmt: Annotated[
+        TopoFormat, typer.Option("--format", "-f", help="text, json, or plain (nvidia-smi layout).")
+    ] = TopoFormat.text,
+    deadline: DeadlineOpt = 20.0,
+) -> int:
+    """GPU/NIC topology of this node: NVLink, PCIe distances, closest NIC per GPU."""
+    return run_topo(input_file, fmt, deadline, _stdout())
 
 
 @checks_app.command("list")

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict  # noqa: F401  (type comments: the nodes may run Python 3.8)
+from typing import Any, Dict, List  # noqa: F401  (type comments: the nodes may run Python 3.8)
 
 PROBE_VERSION = 1
 MAX_FILE_BYTES = 1 << 20
@@ -281,6 +281,132 @@ def collect_pci(p):
         p.value("realpath:" + path, lambda d=path: os.path.realpath(d))
 
 
+# -- topo: NIC placement, nvidia-smi's matrix, raw NVML answers -----------------------------
+
+
+def _nvml_call(fn, *args):
+    """One NVML answer, or the error it raised (by class name), so that every answer is kept."""
+    try:
+        answer = fn(*args)
+    except Exception as exc:  # NVMLError_NotSupported and friends are data here
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
+    if isinstance(answer, bytes):  # older bindings return bytes for strings
+        return answer.decode("utf-8", "replace")
+    return answer
+
+
+def _nvml_links(nvml, handle):
+    links = []  # type: List[Dict[str, Any]]
+    for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
+        state = _nvml_call(nvml.nvmlDeviceGetNvLinkState, handle, link)
+        if isinstance(state, dict):  # NOT_SUPPORTED (no NVLink) or INVALID_ARGUMENT (past the last)
+            if not links:
+                links.append({"link": link, "state": state})
+            break
+        remote = _nvml_call(nvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+        entry = {
+            "link": link,
+            "state": state,
+            "p2p": _nvml_call(
+                nvml.nvmlDeviceGetNvLinkCapability,
+                handle,
+                link,
+                getattr(nvml, "NVML_NVLINK_CAP_P2P_SUPPORTED", 0),
+            ),
+            "remote_bus_id": remote
+            if isinstance(remote, dict)
+            else _nvml_call(lambda r=remote: r.busId),
+        }
+        if hasattr(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType"):
+            entry["remote_type"] = _nvml_call(
+                nvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link
+            )
+        links.append(entry)
+    return links
+
+
+def _nvml_topology():
+    """Raw NVML answers for the topology: devices, NVLinks, common ancestors, P2P status."""
+    try:
+        import pynvml as nvml  # optional (nvidia-ml-py): used only when importable
+    except ImportError as exc:
+        raise LookupError("pynvml is not importable: %s" % exc) from None  # Probe.value keeps it
+
+    nvml.nvmlInit()
+    try:
+        # Affinity masks are arrays of 64-bit words; ask for room for 1024 CPUs at least (NVML
+        # leaves the rest zero) so CPU numbers above os.cpu_count() (offline CPUs) still fit.
+        words = max(16, ((os.cpu_count() or 1) + 63) // 64)
+        count = nvml.nvmlDeviceGetCount()
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        devices = []
+        for index, handle in enumerate(handles):
+            pci = _nvml_call(nvml.nvmlDeviceGetPciInfo, handle)
+            device = {
+                "index": index,
+                "name": _nvml_call(nvml.nvmlDeviceGetName, handle),
+                "bus_id": pci if isinstance(pci, dict) else _nvml_call(lambda i=pci: i.busId),
+                "cpu_affinity": _nvml_call(
+                    lambda h=handle: list(nvml.nvmlDeviceGetCpuAffinity(h, words))
+                ),
+                "nvlinks": _nvml_links(nvml, handle),
+            }
+            if hasattr(nvml, "nvmlDeviceGetMemoryAffinity"):
+                device["memory_affinity"] = _nvml_call(
+                    lambda h=handle: list(nvml.nvmlDeviceGetMemoryAffinity(h, words, 0))
+                )
+            if hasattr(nvml, "nvmlDeviceGetNumaNodeId"):
+                device["numa_node_id"] = _nvml_call(nvml.nvmlDeviceGetNumaNodeId, handle)
+            devices.append(device)
+        caps = {"read": 0, "write": 1, "nvlink": 2}
+        pairs = []
+        for i in range(count):
+            for j in range(i + 1, count):
+                pair = {
+                    "a": i,
+                    "b": j,
+                    "common_ancestor": _nvml_call(
+                        nvml.nvmlDeviceGetTopologyCommonAncestor, handles[i], handles[j]
+                    ),
+                }
+                for cap, default in sorted(caps.items()):
+                    index = getattr(nvml, "NVML_P2P_CAPS_INDEX_" + cap.upper(), default)
+                    pair["p2p_" + cap] = _nvml_call(
+                        nvml.nvmlDeviceGetP2PStatus, handles[i], handles[j], index
+                    )
+                pairs.append(pair)
+        return {
+            "driver": _nvml_call(nvml.nvmlSystemGetDriverVersion),
+            "devices": devices,
+            "pairs": pairs,
+        }
+    finally:
+        nvml.nvmlShutdown()
+
+
+def collect_topo(p):
+    """Where each NIC and HCA sits on PCI, `nvidia-smi topo -m`, and NVML's topology answers."""
+    for iface in p.listdir("/sys/class/net") or []:
+        device = "/sys/class/net/%s/device" % iface
+        # Software devices have no "device" link; realpath() would invent a path for them.
+        if os.path.exists(device):
+            p.value("realpath:" + device, lambda d=device: os.path.realpath(d))
+    for hca in p.listdir("/sys/class/infiniband") or []:
+        base = "/sys/class/infiniband/" + hca
+        p.value("realpath:" + base + "/device", lambda d=base + "/device": os.path.realpath(d))
+        p.listdir(base + "/device/net")
+        for port in p.listdir(base + "/ports") or []:
+            for attr in ("state", "link_layer", "rate"):
+                p.read("%s/ports/%s/%s" % (base, port, attr))
+    if which("nvidia-smi"):
+        p.run("nvidia-smi:topo", ["nvidia-smi", "topo", "-m"])
+    else:
+        p.commands["nvidia-smi:topo"] = dict(
+            argv=["nvidia-smi", "topo", "-m"], **_error("absent", "nvidia-smi is not on PATH")
+        )
+    p.value("nvml:topology", _nvml_topology)
+
+
 def collect_extra(p):
     """Files and commands that check plugins asked for."""
     for path in p.spec.get("files", []):
@@ -297,6 +423,7 @@ SECTIONS = [
     ("limits", collect_limits),
     ("env", collect_env),
     ("pci", collect_pci),
+    ("topo", collect_topo),
     ("extra", collect_extra),
 ]
 
