@@ -29,6 +29,7 @@ from typing import Any, Dict  # noqa: F401  (type comments: the nodes may run Py
 PROBE_VERSION = 1
 MAX_FILE_BYTES = 1 << 20
 MAX_OUTPUT_BYTES = 4 << 20
+DIST_HEADER_BYTES = 16 << 10  # a wheel's METADATA headers; the long description follows them
 DEFAULT_SPEC = {
     "deadline": 20.0,
     "command_timeout": 5.0,
@@ -428,12 +429,204 @@ def collect_nccl(p):
     )
 
 
+NVIDIA_MARK = "@@cluster-doctor-nvidia@@"
+NVIDIA_VENDOR = "0x10de"
+# libcuda's cuDriverGetVersion (needs no cuInit, no GPU context) and, when pynvml is importable,
+# NVML's view of the driver and every GPU. Each value is {"value": ...} or {"error": "..."}.
+NVIDIA_SNIPPET = r"""
+import ctypes, json, sys
+
+
+def call(fn, *args):
+    try:
+        value = fn(*args)
+    except Exception as exc:
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return {"value": value}
+
+
+def cuda_version():
+    code = ctypes.c_int(0)
+    rc = ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(code))
+    if rc != 0:
+        raise RuntimeError("cuDriverGetVersion returned CUresult %d" % rc)
+    return code.value
+
+
+out = {"cuDriverGetVersion": call(cuda_version)}
+try:
+    import pynvml
+except Exception as exc:
+    out["pynvml"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+else:
+    out["pynvml"] = {"value": pynvml.__file__}
+    out["nvmlInit"] = call(pynvml.nvmlInit)
+    if "value" in out["nvmlInit"]:
+        out["driver_version"] = call(pynvml.nvmlSystemGetDriverVersion)
+        out["cuda_driver_version"] = call(pynvml.nvmlSystemGetCudaDriverVersion)
+        out["device_count"] = call(pynvml.nvmlDeviceGetCount)
+        out["devices"] = []
+        for index in range(out["device_count"].get("value") or 0):
+            handle = call(pynvml.nvmlDeviceGetHandleByIndex, index)
+            if "error" in handle:
+                out["devices"].append({"index": index, "handle": handle})
+                continue
+            h = handle["value"]
+            out["devices"].append({
+                "index": index,
+                "name": call(pynvml.nvmlDeviceGetName, h),
+                "uuid": call(pynvml.nvmlDeviceGetUUID, h),
+                "bus_id": call(lambda: pynvml.nvmlDeviceGetPciInfo(h).busId),
+                "memory_total": call(lambda: pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                "persistence_mode": call(pynvml.nvmlDeviceGetPersistenceMode, h),
+                "ecc_mode": call(pynvml.nvmlDeviceGetEccMode, h),
+                # (error type, counter type): 1 = uncorrected, 0 = corrected; 0 = volatile,
+                # 1 = aggregate (pynvml NVML_MEMORY_ERROR_TYPE_*, NVML_VOLATILE/AGGREGATE_ECC).
+                "ecc_uncorrected_volatile": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 0),
+                "ecc_uncorrected_aggregate": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 1),
+                "ecc_corrected_volatile": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 0, 0),
+            })
+        call(pynvml.nvmlShutdown)
+sys.stdout.write(sys.argv[1] + json.dumps(out) + "\n")
+"""
+NVIDIA_SMI_FIELDS = (
+    "index,name,pci.bus_id,uuid,memory.total,persistence_mode,ecc.mode.current,"
+    "ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,"
+    "ecc.errors.corrected.volatile.total,driver_version"
+)
+
+
+def _nvidia_present(p):
+    """An NVIDIA kernel module or an NVIDIA PCI function: only then are NVIDIA calls worth it."""
+    if os.path.exists("/proc/driver/nvidia") or os.path.exists("/sys/module/nvidia"):
+        return True
+    root = "/sys/bus/pci/devices"
+    return any(
+        (p.read(root + "/" + dev + "/vendor") or "").strip() == NVIDIA_VENDOR
+        for dev in p.listdir(root) or []
+    )
+
+
+def collect_nvidia(p):
+    """The driver (kernel module, NVML, libcuda) and the GPUs, for the driver and gpus facts."""
+    p.read("/proc/driver/nvidia/version")
+    p.read("/sys/module/nvidia/version")
+    argv = [sys.executable, "-c", NVIDIA_SNIPPET, NVIDIA_MARK]
+    if not _nvidia_present(p):
+        skipped = _error("absent", "no NVIDIA kernel module and no NVIDIA PCI device")
+        p.commands["nvidia"] = dict(argv=[sys.executable, "-c", "<snippet>"], **skipped)
+        return
+    result = p.run("nvidia", argv)
+    if '"devices": [{' in (result.get("stdout") or ""):
+        return
+    smi = which("nvidia-smi")  # NVML gave no GPUs: ask nvidia-smi, which needs no pynvml
+    if smi:
+        p.run(
+            "nvidia-smi", [smi, "--query-gpu=" + NVIDIA_SMI_FIELDS, "--format=csv,noheader,nounits"]
+        )
+
+
+def _python_file(p, module, name):
+    """Read one file of a package that sits next to this interpreter, without importing it."""
+    folder = module_dir(p, module)
+    return p.read(os.path.join(folder, name)) if folder else None
+
+
+def _distribution(p, name):
+    """Read a package's metadata headers (version, requirements) next to it, without importing."""
+
+    def find():
+        folder = module_dir(p, name)
+        if not folder:
+            return None
+        site = os.path.dirname(folder)
+        prefix = name.replace("-", "_").lower() + "-"
+        for entry in sorted(os.listdir(site)):
+            if entry.lower().startswith(prefix):
+                for meta in ("METADATA", "PKG-INFO"):  # .dist-info, .egg-info
+                    if entry.endswith((".dist-info", ".egg-info")):
+                        path = os.path.join(site, entry, meta)
+                        if os.path.isfile(path):
+                            return path
+        return None
+
+    path = p.value("dist:" + name, find)
+    if path:
+        p.read(path, limit=DIST_HEADER_BYTES)
+    return path
+
+
+def collect_mpi(p):
+    for name in ("mpirun", "mpiexec"):
+        path = which(name)
+        if path:
+            p.value("realpath:" + path, lambda x=path: os.path.realpath(x))
+            p.run("mpi:" + name, [path, "--version"])
+            break
+    else:
+        p.commands["mpi:mpirun"] = dict(
+            argv=["mpirun", "--version"], **_error("absent", "not on PATH")
+        )
+    if _python_file(p, "mpi4py", "__init__.py") is not None:
+        _python_file(p, "mpi4py", "mpi.cfg")  # the MPI it was built against (mpicc = ...)
+        _distribution(p, "mpi4py")
+
+
+TORCH_MARK = "@@cluster-doctor-torch@@"
+# Imports torch (seconds) and reports what the running library says, including the libnccl
+# actually mapped into the process, which is the one that would run collectives.
+TORCH_SNIPPET = r"""
+import json, sys, time
+started = time.monotonic()
+import torch
+out = {"import_seconds": round(time.monotonic() - started, 3), "version": torch.__version__,
+       "cuda": torch.version.cuda, "file": torch.__file__}
+try:
+    out["cuda_available"] = torch.cuda.is_available()
+    if torch.version.cuda:
+        out["nccl"] = list(torch.cuda.nccl.version())
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+try:
+    import torch.distributed as dist
+    out["distributed"] = {"nccl": dist.is_nccl_available(), "gloo": dist.is_gloo_available(),
+                          "mpi": dist.is_mpi_available()}
+except Exception as exc:
+    out["distributed"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+with open("/proc/self/maps") as maps:
+    out["mapped_nccl"] = sorted({l.split()[-1] for l in maps if "libnccl" in l and "/" in l})
+sys.stdout.write("\n" + sys.argv[1] + json.dumps(out) + "\n")
+"""
+
+
+def collect_frameworks(p):
+    if _python_file(p, "torch", "version.py") is not None:
+        _distribution(p, "torch")
+        if p.spec.get("torch"):
+            # Its own deadline: a torch import can take many seconds on a cold cache.
+            timeout = max(1.0, float(p.spec["deadline"]) - 2.0)
+            p.run("torch", [sys.executable, "-c", TORCH_SNIPPET, TORCH_MARK], timeout=timeout)
+    horovod = module_dir(p, "horovod")
+    if horovod:
+        _distribution(p, "horovod")
+        # Which framework extensions were built (horovod/torch/mpi_lib_v2*.so, ...).
+        for sub in ("torch", "tensorflow", "mxnet"):
+            p.listdir(os.path.join(horovod, sub))
+    if _python_file(p, "deepspeed", "git_version_info_installed.py") is not None:
+        _distribution(p, "deepspeed")
+
+
 SECTIONS = [
     ("system", collect_system),
     ("limits", collect_limits),
     ("env", collect_env),
     ("pci", collect_pci),
     ("nccl", collect_nccl),
+    ("nvidia", collect_nvidia),
+    ("mpi", collect_mpi),
+    ("frameworks", collect_frameworks),
     ("extra", collect_extra),
 ]
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from doctor.capture import Capture, CommandResult
-from doctor.facts.frameworks import parse_version_py
+from doctor.facts.frameworks import torch_build
 from doctor.model import Missing
 
 # Must match NCCL_MARK in doctor/probe.py: the line the probe's child prints its result on.
@@ -177,15 +177,15 @@ def _torch_pick(cap: Capture) -> str | Missing | None:
     torch/__init__.py ``_preload_cuda_deps`` walks sys.path in order and takes the first
     ``nvidia/nccl/lib/libnccl.so.*[0-9]`` (or ``nvidia/cu<major>/lib`` for CUDA 13 builds).
     """
-    torch_dir = cap.value("module:torch")
-    if not isinstance(torch_dir, str):
+    build = torch_build(cap)
+    if build is None:
         return Missing("torch is not installed for the probe's Python", "absent")
-    own = sorted(e for e in _listed(cap, f"{torch_dir}/lib") if e.startswith("libnccl.so"))
+    pkg, values = build
+    own = sorted(e for e in _listed(cap, f"{pkg.location}/lib") if e.startswith("libnccl.so"))
     if own:
-        return _real(cap, f"{torch_dir}/lib/{own[0]}")
-    version_py = cap.file(f"{torch_dir}/version.py")
-    cuda = parse_version_py(version_py).get("cuda") if isinstance(version_py, str) else None
-    if isinstance(version_py, str) and cuda is None:
+        return _real(cap, f"{pkg.location}/lib/{own[0]}")
+    cuda = values.get("cuda") if values is not None else None
+    if values is not None and not isinstance(cuda, str):
         return None  # a CPU build: no NCCL at all
     subs = ["nvidia/nccl/lib"] + ([f"nvidia/cu{cuda.split('.')[0]}/lib"] if cuda else [])
     for site in _site_dirs(cap):
