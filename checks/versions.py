@@ -1,0 +1,281 @@
+"""Drift across nodes: the same driver, CUDA, NCCL, MPI, Python, torch, kernel and NCCL settings."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Hashable, Iterator
+
+from doctor.drift import drift_findings, find_drift
+from doctor.facts.cluster import ClusterFacts
+from doctor.facts.node import NodeFacts
+from doctor.model import Finding, Fix, Missing, Severity
+from doctor.plugin import cluster_check
+
+Value = Hashable | Missing
+
+
+def _drift(
+    cluster: ClusterFacts,
+    value_of: Callable[[NodeFacts], Value],
+    code: str,
+    what: str,
+    severity: Severity,
+    fix: Callable[[Hashable], Fix],
+) -> Iterator[Finding]:
+    """drift_findings with a fix that names the reference value (the majority's or baseline's)."""
+    split = find_drift(cluster, value_of)
+    if split is None:
+        return
+    yield from drift_findings(
+        cluster, value_of, code=code, what=what, severity=severity, fix=fix(split.reference)
+    )
+
+
+def _joined(items: list[str] | tuple[str, ...]) -> str:
+    return ", ".join(sorted(items)) if items else "none"
+
+
+# -- values, one per node (Missing leaves the node out of the vote) -----------------------
+
+
+def driver_version(f: NodeFacts) -> Value:
+    return f.driver if isinstance(f.driver, Missing) else f.driver.version
+
+
+def cuda_driver_version(f: NodeFacts) -> Value:
+    return f.driver if isinstance(f.driver, Missing) else f.driver.cuda_version
+
+
+def nccl_versions(f: NodeFacts) -> Value:
+    if isinstance(f.nccl, Missing):
+        return f.nccl
+    return _joined(list({v.version for v in f.nccl.libraries if isinstance(v.version, str)}))
+
+
+def torch_nccl_version(f: NodeFacts) -> Value:
+    """The NCCL torch loads: the probed library, else what an imported torch reported."""
+    if isinstance(f.nccl, Missing) or not isinstance(f.nccl.torch_pick, str):
+        runtime = None if isinstance(f.frameworks, Missing) else f.frameworks.torch
+        if runtime is not None and not isinstance(runtime.runtime, Missing | None):
+            return runtime.runtime.nccl or Missing("torch has no NCCL", "absent")
+        return Missing("torch loads no separate libnccl here", "absent")
+    lib = f.nccl.library(f.nccl.torch_pick)
+    return lib.version if lib is not None else Missing("not probed", "absent")
+
+
+def net_plugins(f: NodeFacts) -> Value:
+    if isinstance(f.nccl, Missing):
+        return f.nccl
+    return _joined([p.rsplit("/", 1)[-1] for p in f.nccl.net_plugins])
+
+
+def mpi_version(f: NodeFacts) -> Value:
+    if isinstance(f.mpi, Missing):
+        return f.mpi
+    if isinstance(f.mpi.implementation, Missing) or isinstance(f.mpi.version, Missing):
+        return Missing("mpirun version not recognised", "failed")
+    return f"{f.mpi.implementation} {f.mpi.version}"
+
+
+def python_version(f: NodeFacts) -> Value:
+    return f.system if isinstance(f.system, Missing) else f.system.python
+
+
+def kernel_version(f: NodeFacts) -> Value:
+    return f.system if isinstance(f.system, Missing) else f.system.kernel
+
+
+def torch_version(f: NodeFacts) -> Value:
+    torch = None if isinstance(f.frameworks, Missing) else f.frameworks.torch
+    return Missing("no torch", "absent") if torch is None else torch.package.version
+
+
+def nccl_conf(f: NodeFacts) -> Value:
+    """The settings NCCL takes from its config files (user file over /etc/nccl.conf)."""
+    if isinstance(f.nccl, Missing):
+        return f.nccl
+    merged: dict[str, str] = {}
+    for conf in reversed(f.nccl.conf_files):  # lowest precedence first
+        if not isinstance(conf.settings, Missing):
+            merged.update(conf.settings)
+    return _joined([f"{k}={v}" for k, v in merged.items()])
+
+
+def nccl_env(f: NodeFacts) -> dict[str, str] | Missing:
+    if isinstance(f.env, Missing):
+        return f.env
+    return {k: v for k, v in f.env.items() if k.startswith("NCCL_")}
+
+
+def _env_value(key: str) -> Callable[[NodeFacts], Value]:
+    def value_of(f: NodeFacts) -> Value:
+        env = nccl_env(f)
+        return env if isinstance(env, Missing) else env.get(key, "<unset>")
+
+    return value_of
+
+
+def _env_fix(key: str) -> Callable[[Hashable], Fix]:
+    def fix(ref: Hashable) -> Fix:
+        command = f"unset {key}" if ref == "<unset>" else f"export {key}={shlex.quote(str(ref))}"
+        return Fix(
+            f"Set {key} the same way on every node (some values, like interface names, may "
+            "differ on purpose: then ignore this).",
+            (command,),
+        )
+
+    return fix
+
+
+# -- checks -------------------------------------------------------------------------------
+
+
+@cluster_check(
+    "versions.driver",
+    "Every node runs the same NVIDIA driver and CUDA driver version",
+    codes={
+        "drift.driver": "the NVIDIA driver version differs between nodes",
+        "drift.cuda_driver": "the CUDA driver API version differs between nodes",
+    },
+)
+def driver_drift(cluster: ClusterFacts) -> Iterator[Finding]:
+    yield from _drift(
+        cluster,
+        driver_version,
+        "drift.driver",
+        "NVIDIA driver",
+        Severity.WARN,
+        lambda ref: Fix(
+            f"Install driver {ref} on every node (then reboot or reload the module).",
+            ("nvidia-smi --query-gpu=driver_version --format=csv,noheader",),
+        ),
+    )
+    yield from _drift(
+        cluster,
+        cuda_driver_version,
+        "drift.cuda_driver",
+        "CUDA driver version",
+        Severity.WARN,
+        lambda ref: Fix(f"Install the driver that provides CUDA {ref} on every node."),
+    )
+
+
+def _nccl_fix(ref: Hashable) -> Fix:
+    return Fix(
+        f"Install NCCL {ref} on every node: mixed versions hang or fail at init "
+        "('Mismatched NCCL version detected').",
+        (f"pip install nvidia-nccl-cu12=={ref}",),
+    )
+
+
+@cluster_check(
+    "versions.nccl",
+    "Every node has the same NCCL versions, the same one for torch, and the same net plugins",
+    codes={
+        "drift.nccl": "the set of NCCL versions reachable differs between nodes",
+        "drift.nccl_torch": "torch loads a different NCCL version on some nodes",
+        "drift.nccl_net_plugins": "NCCL net plugins (libnccl-net*.so) differ between nodes",
+    },
+)
+def nccl_drift(cluster: ClusterFacts) -> Iterator[Finding]:
+    yield from _drift(
+        cluster,
+        nccl_versions,
+        "drift.nccl",
+        "NCCL versions reachable",
+        Severity.WARN,
+        lambda ref: Fix(f"Make every node reach the same NCCL ({ref}): remove extra copies."),
+    )
+    yield from _drift(
+        cluster, torch_nccl_version, "drift.nccl_torch", "torch's NCCL", Severity.FAIL, _nccl_fix
+    )
+    yield from _drift(
+        cluster,
+        net_plugins,
+        "drift.nccl_net_plugins",
+        "NCCL net plugins",
+        Severity.WARN,
+        lambda ref: Fix(
+            f"Install the same NCCL net plugins ({ref}) everywhere: a node without the "
+            "IB/EFA plugin falls back to TCP sockets and slows or breaks the whole job.",
+            ("ldconfig -p | grep libnccl-net",),
+        ),
+    )
+
+
+@cluster_check(
+    "versions.software",
+    "Every node runs the same MPI, Python, torch and kernel",
+    codes={
+        "drift.mpi": "the MPI implementation or version differs between nodes",
+        "drift.python": "the Python version differs between nodes",
+        "drift.torch": "the torch version differs between nodes",
+        "drift.kernel": "the Linux kernel version differs between nodes",
+    },
+)
+def software_drift(cluster: ClusterFacts) -> Iterator[Finding]:
+    yield from _drift(
+        cluster,
+        mpi_version,
+        "drift.mpi",
+        "MPI",
+        Severity.FAIL,
+        lambda ref: Fix(f"Install {ref} on every node: mpirun needs the same MPI everywhere."),
+    )
+    yield from _drift(
+        cluster,
+        python_version,
+        "drift.python",
+        "Python",
+        Severity.WARN,
+        lambda ref: Fix(f"Use Python {ref} on every node (same virtualenv or container image)."),
+    )
+    yield from _drift(
+        cluster,
+        torch_version,
+        "drift.torch",
+        "torch",
+        Severity.FAIL,
+        lambda ref: Fix(f"Install torch {ref} on every node.", (f"pip install torch=={ref}",)),
+    )
+    yield from _drift(
+        cluster,
+        kernel_version,
+        "drift.kernel",
+        "Linux kernel",
+        Severity.INFO,
+        lambda ref: Fix(f"Nodes usually run the same kernel ({ref}); check the odd ones."),
+    )
+
+
+@cluster_check(
+    "versions.nccl_settings",
+    "Every node gives NCCL the same NCCL_* environment and nccl.conf settings",
+    codes={
+        "drift.nccl_env": "an NCCL_* environment variable differs between nodes",
+        "drift.nccl_conf": "the settings in nccl.conf files differ between nodes",
+    },
+)
+def nccl_settings_drift(cluster: ClusterFacts) -> Iterator[Finding]:
+    keys: set[str] = set()
+    for facts in cluster.nodes.values():
+        env = nccl_env(facts)
+        keys.update(env if isinstance(env, dict) else ())
+    for key in sorted(keys):
+        yield from _drift(
+            cluster, _env_value(key), "drift.nccl_env", key, Severity.WARN, _env_fix(key)
+        )
+    yield from _drift(
+        cluster,
+        nccl_conf,
+        "drift.nccl_conf",
+        "nccl.conf settings",
+        Severity.WARN,
+        lambda ref: Fix(
+            f"Give every node the same /etc/nccl.conf and ~/.nccl.conf ({ref}).",
+            ("cat /etc/nccl.conf ~/.nccl.conf",),
+        ),
+    )
+
+
+CHECKS = [driver_drift, nccl_drift, software_drift, nccl_settings_drift]
