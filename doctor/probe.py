@@ -570,7 +570,10 @@ def collect_mpi(p):
             argv=["mpirun", "--version"], **_error("absent", "not on PATH")
         )
     if _python_file(p, "mpi4py", "__init__.py") is not None:
-        _python_file(p, "mpi4py", "mpi.cfg")  # the MPI it was built against (mpicc = ...)
+        # The MPI it was built for: mpi.cfg of a source build (mpicc = ...), or the MPI.<abi>.so
+        # variants a binary wheel carries.
+        _python_file(p, "mpi4py", "mpi.cfg")
+        p.listdir(module_dir(p, "mpi4py"))
         _distribution(p, "mpi4py")
 
 

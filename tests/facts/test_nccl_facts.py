@@ -8,19 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from capturekit import raw_capture
+
 from doctor import probe
 from doctor.capture import Capture, CommandResult
 from doctor.facts.nccl import MARK, decode_version, parse_call, parse_conf, parse_nccl
 from doctor.model import Missing
 
-CAPTURES = Path(__file__).parent.parent / "fixtures" / "captures"
 WHEEL_NCCL = (
     "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
 )
 
 
 def load(name: str) -> Capture:
-    return Capture(json.loads((CAPTURES / f"{name}.json").read_text()))
+    return Capture(raw_capture(name))
 
 
 def wheel_libnccl() -> Path:
