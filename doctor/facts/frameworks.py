@@ -22,7 +22,7 @@ class Package:
     name: str
     location: str  # the package folder the node's Python would import
     version: str | Missing
-    requires: tuple[str, ...]  # Requires-Dist lines of its metadata
+    requires: tuple[str, ...]  # Requires-Dist lines of its metadata, extras left out
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def parse_metadata(text: str) -> tuple[str | None, tuple[str, ...]]:
         key, _, value = line.partition(":")
         if key == "Version":
             version = value.strip()
-        elif key == "Requires-Dist":
+        elif key == "Requires-Dist" and "extra ==" not in value:  # optional extras: not installed
             requires.append(value.strip())
     return version, tuple(requires)
 

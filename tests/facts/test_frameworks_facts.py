@@ -61,6 +61,7 @@ def test_metadata_headers_only() -> None:
     text = (
         "Metadata-Version: 2.1\nName: torch\nVersion: 2.7.1+cu128\n"
         "Requires-Dist: nvidia-nccl-cu12==2.26.2; platform_system == 'Linux'\n"
+        'Requires-Dist: pytest; extra == "test"\n'
         "\nRequires-Dist: in-the-description==1\n"
     )
     assert parse_metadata(text) == (
@@ -128,3 +129,13 @@ def test_horovod_extensions_from_listings() -> None:
     horovod = parse_frameworks(cap).horovod
     assert horovod is not None
     assert (horovod.package.version, horovod.extensions) == ("0.28.1", ("torch",))
+
+
+def test_real_deepspeed_install() -> None:
+    """deepspeed 0.19.8 installed from PyPI (no ops built) into a folder on PYTHONPATH."""
+    ds = parse_frameworks(Capture(raw_capture("cpu-deepspeed"))).deepspeed
+    assert ds is not None
+    assert (ds.package.version, ds.package.location) == ("0.19.8", "/tmp/ds/deepspeed")
+    assert ("nccl_version", "0.0") in ds.torch_info and ("version", "2.13") in ds.torch_info
+    assert "torch>=2.0.0" in ds.package.requires
+    assert not any("extra ==" in r for r in ds.package.requires)
