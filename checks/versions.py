@@ -4,31 +4,44 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
 
 from doctor.drift import drift_findings, find_drift
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Missing, Severity
-from doctor.plugin import cluster_check
+from doctor.plugin import CheckSpec, cluster_check
 
 Value = Hashable | Missing
 
 
-def _drift(
-    cluster: ClusterFacts,
-    value_of: Callable[[NodeFacts], Value],
-    code: str,
-    what: str,
-    severity: Severity,
-    fix: Callable[[Hashable], Fix],
-) -> Iterator[Finding]:
-    """drift_findings with a fix that names the reference value (the majority's or baseline's)."""
-    split = find_drift(cluster, value_of)
-    if split is None:
-        return
-    yield from drift_findings(
-        cluster, value_of, code=code, what=what, severity=severity, fix=fix(split.reference)
-    )
+@dataclass(frozen=True)
+class Rule:
+    """One value that must agree across nodes, and what to say when it does not."""
+
+    code: str
+    meaning: str  # the code's one-line meaning, for the check's ``codes``
+    what: str
+    value_of: Callable[[NodeFacts], Value]
+    severity: Severity
+    fix: Callable[[Hashable], Fix]  # given the reference value (the majority's or baseline's)
+
+    def findings(self, cluster: ClusterFacts) -> Iterator[Finding]:
+        split = find_drift(cluster, self.value_of)
+        if split is None:
+            return
+        yield from drift_findings(
+            cluster,
+            self.value_of,
+            code=self.code,
+            what=self.what,
+            severity=self.severity,
+            fix=self.fix(split.reference),
+        )
+
+
+def codes(rules: tuple[Rule, ...]) -> dict[str, str]:
+    return {rule.code: rule.meaning for rule in rules}
 
 
 def _joined(items: list[str] | tuple[str, ...]) -> str:
@@ -107,15 +120,118 @@ def nccl_env(f: NodeFacts) -> dict[str, str] | Missing:
     return {k: v for k, v in f.env.items() if k.startswith("NCCL_")}
 
 
-def _env_value(key: str) -> Callable[[NodeFacts], Value]:
+# -- checks -------------------------------------------------------------------------------
+
+DRIVER = (
+    Rule(
+        "drift.driver",
+        "the NVIDIA driver version differs between nodes",
+        "NVIDIA driver",
+        driver_version,
+        Severity.WARN,
+        lambda ref: Fix(
+            f"Install driver {ref} on every node (then reboot or reload the module).",
+            ("nvidia-smi --query-gpu=driver_version --format=csv,noheader",),
+        ),
+    ),
+    Rule(
+        "drift.cuda_driver",
+        "the CUDA driver API version differs between nodes",
+        "CUDA driver version",
+        cuda_driver_version,
+        Severity.WARN,
+        lambda ref: Fix(f"Install the driver that provides CUDA {ref} on every node."),
+    ),
+)
+NCCL = (
+    Rule(
+        "drift.nccl",
+        "the set of NCCL versions reachable differs between nodes",
+        "NCCL versions reachable",
+        nccl_versions,
+        Severity.WARN,
+        lambda ref: Fix(f"Make every node reach the same NCCL ({ref}): remove extra copies."),
+    ),
+    Rule(
+        "drift.nccl_torch",
+        "torch loads a different NCCL version on some nodes",
+        "torch's NCCL",
+        torch_nccl_version,
+        Severity.FAIL,
+        lambda ref: Fix(
+            f"Install NCCL {ref} on every node: mixed versions hang or fail at init "
+            "('Mismatched NCCL version detected').",
+            (f"pip install nvidia-nccl-cu12=={ref}",),
+        ),
+    ),
+    Rule(
+        "drift.nccl_net_plugins",
+        "NCCL net plugins (libnccl-net*.so) differ between nodes",
+        "NCCL net plugins",
+        net_plugins,
+        Severity.WARN,
+        lambda ref: Fix(
+            f"Install the same NCCL net plugins ({ref}) everywhere: a node without the "
+            "IB/EFA plugin falls back to TCP sockets and slows or breaks the whole job.",
+            ("ldconfig -p | grep libnccl-net",),
+        ),
+    ),
+)
+SOFTWARE = (
+    Rule(
+        "drift.mpi",
+        "the MPI implementation or version differs between nodes",
+        "MPI",
+        mpi_version,
+        Severity.FAIL,
+        lambda ref: Fix(f"Install {ref} on every node: mpirun needs the same MPI everywhere."),
+    ),
+    Rule(
+        "drift.python",
+        "the Python version differs between nodes",
+        "Python",
+        python_version,
+        Severity.WARN,
+        lambda ref: Fix(f"Use Python {ref} on every node (same virtualenv or container image)."),
+    ),
+    Rule(
+        "drift.torch",
+        "the torch version differs between nodes",
+        "torch",
+        torch_version,
+        Severity.FAIL,
+        lambda ref: Fix(f"Install torch {ref} on every node.", (f"pip install torch=={ref}",)),
+    ),
+    Rule(
+        "drift.kernel",
+        "the Linux kernel version differs between nodes",
+        "Linux kernel",
+        kernel_version,
+        Severity.INFO,
+        lambda ref: Fix(f"Nodes usually run the same kernel ({ref}); check the odd ones."),
+    ),
+)
+NCCL_CONF = Rule(
+    "drift.nccl_conf",
+    "the settings in nccl.conf files differ between nodes",
+    "nccl.conf settings",
+    nccl_conf,
+    Severity.WARN,
+    lambda ref: Fix(
+        f"Give every node the same /etc/nccl.conf and ~/.nccl.conf ({ref}).",
+        ("cat /etc/nccl.conf ~/.nccl.conf",),
+    ),
+)
+NCCL_ENV_CODE = "drift.nccl_env"
+
+
+def nccl_env_rule(key: str) -> Rule:
+    """One rule per NCCL_* variable, so the finding names exactly the variable that differs."""
+
     def value_of(f: NodeFacts) -> Value:
         env = nccl_env(f)
         return env if isinstance(env, Missing) else env.get(key, "<unset>")
 
-    return value_of
-
-
-def _env_fix(key: str) -> Callable[[Hashable], Fix]:
     def fix(ref: Hashable) -> Fix:
         command = f"unset {key}" if ref == "<unset>" else f"export {key}={shlex.quote(str(ref))}"
         return Fix(
@@ -124,137 +240,37 @@ def _env_fix(key: str) -> Callable[[Hashable], Fix]:
             (command,),
         )
 
-    return fix
+    meaning = "an NCCL_* environment variable differs between nodes"
+    return Rule(NCCL_ENV_CODE, meaning, key, value_of, Severity.WARN, fix)
 
 
-# -- checks -------------------------------------------------------------------------------
+def rules_check(id: str, title: str, rules: tuple[Rule, ...]) -> CheckSpec:
+    """A cluster check that applies each rule in turn."""
+
+    def check(cluster: ClusterFacts) -> Iterator[Finding]:
+        for rule in rules:
+            yield from rule.findings(cluster)
+
+    return cluster_check(id, title, codes=codes(rules))(check)
 
 
-@cluster_check(
-    "versions.driver",
-    "Every node runs the same NVIDIA driver and CUDA driver version",
-    codes={
-        "drift.driver": "the NVIDIA driver version differs between nodes",
-        "drift.cuda_driver": "the CUDA driver API version differs between nodes",
-    },
+driver_drift = rules_check(
+    "versions.driver", "Every node runs the same NVIDIA driver and CUDA driver version", DRIVER
 )
-def driver_drift(cluster: ClusterFacts) -> Iterator[Finding]:
-    yield from _drift(
-        cluster,
-        driver_version,
-        "drift.driver",
-        "NVIDIA driver",
-        Severity.WARN,
-        lambda ref: Fix(
-            f"Install driver {ref} on every node (then reboot or reload the module).",
-            ("nvidia-smi --query-gpu=driver_version --format=csv,noheader",),
-        ),
-    )
-    yield from _drift(
-        cluster,
-        cuda_driver_version,
-        "drift.cuda_driver",
-        "CUDA driver version",
-        Severity.WARN,
-        lambda ref: Fix(f"Install the driver that provides CUDA {ref} on every node."),
-    )
-
-
-def _nccl_fix(ref: Hashable) -> Fix:
-    return Fix(
-        f"Install NCCL {ref} on every node: mixed versions hang or fail at init "
-        "('Mismatched NCCL version detected').",
-        (f"pip install nvidia-nccl-cu12=={ref}",),
-    )
-
-
-@cluster_check(
+nccl_drift = rules_check(
     "versions.nccl",
     "Every node has the same NCCL versions, the same one for torch, and the same net plugins",
-    codes={
-        "drift.nccl": "the set of NCCL versions reachable differs between nodes",
-        "drift.nccl_torch": "torch loads a different NCCL version on some nodes",
-        "drift.nccl_net_plugins": "NCCL net plugins (libnccl-net*.so) differ between nodes",
-    },
+    NCCL,
 )
-def nccl_drift(cluster: ClusterFacts) -> Iterator[Finding]:
-    yield from _drift(
-        cluster,
-        nccl_versions,
-        "drift.nccl",
-        "NCCL versions reachable",
-        Severity.WARN,
-        lambda ref: Fix(f"Make every node reach the same NCCL ({ref}): remove extra copies."),
-    )
-    yield from _drift(
-        cluster, torch_nccl_version, "drift.nccl_torch", "torch's NCCL", Severity.FAIL, _nccl_fix
-    )
-    yield from _drift(
-        cluster,
-        net_plugins,
-        "drift.nccl_net_plugins",
-        "NCCL net plugins",
-        Severity.WARN,
-        lambda ref: Fix(
-            f"Install the same NCCL net plugins ({ref}) everywhere: a node without the "
-            "IB/EFA plugin falls back to TCP sockets and slows or breaks the whole job.",
-            ("ldconfig -p | grep libnccl-net",),
-        ),
-    )
-
-
-@cluster_check(
-    "versions.software",
-    "Every node runs the same MPI, Python, torch and kernel",
-    codes={
-        "drift.mpi": "the MPI implementation or version differs between nodes",
-        "drift.python": "the Python version differs between nodes",
-        "drift.torch": "the torch version differs between nodes",
-        "drift.kernel": "the Linux kernel version differs between nodes",
-    },
+software_drift = rules_check(
+    "versions.software", "Every node runs the same MPI, Python, torch and kernel", SOFTWARE
 )
-def software_drift(cluster: ClusterFacts) -> Iterator[Finding]:
-    yield from _drift(
-        cluster,
-        mpi_version,
-        "drift.mpi",
-        "MPI",
-        Severity.FAIL,
-        lambda ref: Fix(f"Install {ref} on every node: mpirun needs the same MPI everywhere."),
-    )
-    yield from _drift(
-        cluster,
-        python_version,
-        "drift.python",
-        "Python",
-        Severity.WARN,
-        lambda ref: Fix(f"Use Python {ref} on every node (same virtualenv or container image)."),
-    )
-    yield from _drift(
-        cluster,
-        torch_version,
-        "drift.torch",
-        "torch",
-        Severity.FAIL,
-        lambda ref: Fix(f"Install torch {ref} on every node.", (f"pip install torch=={ref}",)),
-    )
-    yield from _drift(
-        cluster,
-        kernel_version,
-        "drift.kernel",
-        "Linux kernel",
-        Severity.INFO,
-        lambda ref: Fix(f"Nodes usually run the same kernel ({ref}); check the odd ones."),
-    )
 
 
 @cluster_check(
     "versions.nccl_settings",
     "Every node gives NCCL the same NCCL_* environment and nccl.conf settings",
-    codes={
-        "drift.nccl_env": "an NCCL_* environment variable differs between nodes",
-        "drift.nccl_conf": "the settings in nccl.conf files differ between nodes",
-    },
+    codes=codes((nccl_env_rule("NCCL_*"), NCCL_CONF)),
 )
 def nccl_settings_drift(cluster: ClusterFacts) -> Iterator[Finding]:
     keys: set[str] = set()
@@ -262,20 +278,8 @@ def nccl_settings_drift(cluster: ClusterFacts) -> Iterator[Finding]:
         env = nccl_env(facts)
         keys.update(env if isinstance(env, dict) else ())
     for key in sorted(keys):
-        yield from _drift(
-            cluster, _env_value(key), "drift.nccl_env", key, Severity.WARN, _env_fix(key)
-        )
-    yield from _drift(
-        cluster,
-        nccl_conf,
-        "drift.nccl_conf",
-        "nccl.conf settings",
-        Severity.WARN,
-        lambda ref: Fix(
-            f"Give every node the same /etc/nccl.conf and ~/.nccl.conf ({ref}).",
-            ("cat /etc/nccl.conf ~/.nccl.conf",),
-        ),
-    )
+        yield from nccl_env_rule(key).findings(cluster)
+    yield from NCCL_CONF.findings(cluster)
 
 
 CHECKS = [driver_drift, nccl_drift, software_drift, nccl_settings_drift]
