@@ -519,6 +519,7 @@ def collect_nvidia(p):
         p.commands["nvidia"] = dict(argv=[sys.executable, "-c", "<snippet>"], **skipped)
         return
     result = p.run("nvidia", argv)
+    # The child prints json.dumps output: a non-empty device list reads exactly like this.
     if '"devices": [{' in (result.get("stdout") or ""):
         return
     smi = which("nvidia-smi")  # NVML gave no GPUs: ask nvidia-smi, which needs no pynvml

@@ -90,7 +90,9 @@ def parse_driver(cap: Capture) -> DriverFacts | Missing:
     module_version, flavour = _module(cap)
     call = nvidia_call(cap)
     if isinstance(call, Missing) and isinstance(module_version, Missing):
-        return Missing(f"{module_version.reason}; {call.reason}", module_version.kind)
+        # The child is skipped (absent) where nothing NVIDIA is on the node: say that once.
+        extra = "" if call.kind == "absent" else f"; {call.reason}"
+        return Missing(module_version.reason + extra, module_version.kind)
     data = call if isinstance(call, dict) else {}
     init = field(data.get("nvmlInit"))
     nvml_version = field(data.get("driver_version"))
