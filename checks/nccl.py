@@ -24,10 +24,17 @@ def _describe(lib: NcclLibrary | None) -> str:
 def _picks(nccl: NcclFacts) -> tuple[str, str]:
     torch = nccl.torch_pick
     if isinstance(torch, Missing):
-        torch_text = f"no separate libnccl ({torch.reason})"
+        torch_text = f"torch: {torch.reason}"
+    elif torch is None:
+        torch_text = "torch (a CPU build) loads none"
     else:
-        torch_text = "no NCCL (CPU build)" if torch is None else _describe(nccl.library(torch))
+        torch_text = f"torch loads {_describe(nccl.library(torch))}"
     return torch_text, _describe(nccl.library(nccl.loader_pick))
+
+
+def _cuda_torch(facts: NodeFacts) -> bool:
+    torch = None if isinstance(facts.frameworks, Missing) else facts.frameworks.torch
+    return torch is not None and torch.cuda is not None
 
 
 def _has_gpu(facts: NodeFacts) -> bool:
@@ -49,8 +56,9 @@ def nccl_libraries(facts: NodeFacts) -> Iterator[Finding]:
     nccl = need(facts.nccl)
     torch_text, loader_text = _picks(nccl)
     if not nccl.libraries:
-        # A CUDA torch whose NCCL is linked in still has NCCL; a CPU node needs none.
-        if _has_gpu(facts) and not isinstance(nccl.torch_pick, Missing | str):
+        # A CUDA torch whose NCCL is linked into libtorch_cuda.so still has NCCL; a CPU node
+        # needs none.
+        if _has_gpu(facts) and not _cuda_torch(facts):
             yield Finding(
                 "nccl.none",
                 Severity.FAIL,
@@ -78,8 +86,8 @@ def nccl_libraries(facts: NodeFacts) -> Iterator[Finding]:
     yield Finding(
         "nccl.several_versions",
         Severity.WARN,
-        f"{len(versions)} NCCL versions reachable ({', '.join(versions)}): torch loads "
-        f"{torch_text}; LD_LIBRARY_PATH/ld.so users get {loader_text}",
+        f"{len(versions)} NCCL versions reachable ({', '.join(versions)}): {torch_text}; "
+        f"LD_LIBRARY_PATH/ld.so users get {loader_text}",
         evidence=tuple(f"{_describe(lib)} via {', '.join(lib.sources)}" for lib in nccl.libraries),
         fix=Fix(
             "Keep one NCCL version per node: remove the extra copies, or make LD_LIBRARY_PATH "

@@ -64,7 +64,14 @@ def test_no_nccl_on_a_gpu_node_fails_but_a_cpu_node_passes() -> None:
 
 def test_cuda_torch_with_nccl_linked_in_is_not_none() -> None:
     linked = fk.nccl(torch=Missing("torch (CUDA 11.7) has no separate libnccl", "absent"))
-    assert run(nccl_libraries, fk.node(pci=[fk.gpu()], nccl=linked)).status is Status.PASS
+    facts = fk.node(pci=[fk.gpu()], nccl=linked, frameworks=fk.torch("1.13.1+cu117", "11.7"))
+    assert run(nccl_libraries, facts).status is Status.PASS
+
+
+def test_gpu_node_without_torch_or_nccl_fails() -> None:
+    no_torch = fk.nccl(torch=Missing("torch is not installed for the probe's Python", "absent"))
+    facts = fk.node(pci=[fk.gpu()], nccl=no_torch)
+    assert [f.code for f in run(nccl_libraries, facts).findings] == ["nccl.none"]
 
 
 def test_unloadable_library_is_named() -> None:
