@@ -21,8 +21,12 @@ def run(check, facts):
     return result
 
 
+def raw(name: str) -> dict:
+    return json.loads((CAPTURES / f"{name}.json").read_text())
+
+
 def real(name: str):
-    return parse_node("vm", Capture(json.loads((CAPTURES / f"{name}.json").read_text())))
+    return parse_node("vm", Capture(raw(name)))
 
 
 def test_real_machine_one_nccl_passes() -> None:
@@ -120,3 +124,29 @@ def test_torch_and_system_agree() -> None:
 def test_no_system_nccl_skips() -> None:
     result = run(nccl_torch_vs_system, fk.node(nccl=fk.nccl(fk.lib(), loader=None)))
     assert result.status is Status.SKIP and "no system libnccl" in result.reason
+
+
+def test_real_two_versions_wheel_and_ld_library_path() -> None:
+    """nvidia-nccl-cu12 2.21.5's libnccl on LD_LIBRARY_PATH beside the 2.32.3 wheel, for real."""
+    (finding,) = run(nccl_libraries, real("cpu-two-nccl")).findings
+    assert finding.code == "nccl.several_versions"
+    assert finding.summary == (
+        "2 NCCL versions reachable (2.21.5, 2.32.3): torch (a CPU build) loads none; "
+        "LD_LIBRARY_PATH/ld.so users get 2.21.5 (/tmp/doctor-nccl-2.21/lib/libnccl.so.2)"
+    )
+
+
+def test_real_libraries_with_a_cuda_torch_differ() -> None:
+    """The real two-NCCL capture, with torch's version.py edited to a CUDA build (written: no
+    CUDA torch here), so torch preloads the 2.32.3 wheel while the loader gives 2.21.5."""
+    capture = raw("cpu-two-nccl")
+    version_py = next(p for p in capture["files"] if p.endswith("/torch/version.py"))
+    text = capture["files"][version_py]["text"]
+    capture["files"][version_py]["text"] = text.replace(
+        "cuda: Optional[str] = None", "cuda = '12.9'"
+    )
+    (finding,) = run(nccl_torch_vs_system, parse_node("vm", Capture(capture))).findings
+    assert finding.summary == "torch loads NCCL 2.32.3, the system NCCL is 2.21.5"
+    assert (
+        finding.fix is not None and "pip install nvidia-nccl-cu12==2.32.3" in finding.fix.commands
+    )
