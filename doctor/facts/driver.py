@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from doctor.capture import Capture
+from doctor.facts.child import last_words, marked
 from doctor.model import Missing
 
 # Must match NVIDIA_MARK in doctor/probe.py.
@@ -49,13 +49,10 @@ def nvidia_call(cap: Capture) -> dict[str, Any] | Missing:
     result = cap.command("nvidia")
     if isinstance(result, Missing):  # "<python>: <why>" → "NVIDIA probe child: <why>"
         return Missing(f"NVIDIA probe child: {result.reason.partition(': ')[2]}", result.kind)
-    for line in result.stdout.splitlines():
-        if line.startswith(MARK):
-            data = json.loads(line[len(MARK) :])
-            if isinstance(data, dict):
-                return data
-    why = (result.stderr.strip().splitlines() or [f"exit code {result.rc}"])[-1]
-    return Missing(f"the NVIDIA probe child died: {why}", "failed")
+    data, _ = marked(result, MARK)
+    if data is not None:
+        return data
+    return Missing(f"the NVIDIA probe child died: {last_words(result)}", "failed")
 
 
 def field(entry: Any) -> Any:

@@ -4,12 +4,12 @@ unless the probe was asked to import torch)."""
 from __future__ import annotations
 
 import ast
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from doctor.capture import Capture
+from doctor.facts.child import last_words, marked
 from doctor.model import Missing
 
 # Must match TORCH_MARK in doctor/probe.py.
@@ -125,22 +125,20 @@ def parse_torch_runtime(cap: Capture) -> TorchRuntime | Missing | None:
     result = cap.command("torch")
     if isinstance(result, Missing):
         return None if result.kind == "unsupported" else result
-    for line in result.stdout.splitlines():
-        if line.startswith(TORCH_MARK):
-            data = json.loads(line[len(TORCH_MARK) :])
-            nccl = data.get("nccl")
-            dist = data.get("distributed") or {}
-            return TorchRuntime(
-                version=str(data.get("version")),
-                cuda=data.get("cuda"),
-                nccl=".".join(str(x) for x in nccl[:3]) if isinstance(nccl, list) else None,
-                mapped_nccl=tuple(data.get("mapped_nccl") or ()),
-                cuda_available=data.get("cuda_available"),
-                backends=tuple(sorted(k for k, v in dist.items() if v is True)),
-                import_seconds=float(data.get("import_seconds", 0.0)),
-            )
-    why = (result.stderr.strip().splitlines() or [f"exit code {result.rc}"])[-1]
-    return Missing(f"import torch failed: {why}", "failed")
+    data, _ = marked(result, TORCH_MARK)
+    if data is None:
+        return Missing(f"import torch failed: {last_words(result)}", "failed")
+    nccl = data.get("nccl")
+    dist = data.get("distributed") or {}
+    return TorchRuntime(
+        version=str(data.get("version")),
+        cuda=data.get("cuda"),
+        nccl=".".join(str(x) for x in nccl[:3]) if isinstance(nccl, list) else None,
+        mapped_nccl=tuple(data.get("mapped_nccl") or ()),
+        cuda_available=data.get("cuda_available"),
+        backends=tuple(sorted(k for k, v in dist.items() if v is True)),
+        import_seconds=float(data.get("import_seconds", 0.0)),
+    )
 
 
 def torch_build(cap: Capture) -> tuple[Package, dict[str, Any] | None] | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from doctor.capture import Capture
+from doctor.facts.child import last_words
 from doctor.facts.driver import field, nvidia_call
 from doctor.model import Missing
 
@@ -125,8 +126,7 @@ def parse_gpus(cap: Capture) -> GpuFacts | Missing:
     if not isinstance(smi, Missing) and smi.rc == 0:
         return GpuFacts(parse_smi_csv(smi.stdout), "nvidia-smi")
     if not isinstance(smi, Missing):
-        why = (smi.stderr or smi.stdout).strip().splitlines() or [f"exit code {smi.rc}"]
-        return Missing(f"nvidia-smi failed: {why[-1]}", "failed")
+        return Missing(f"nvidia-smi failed: {last_words(smi, stdout_too=True)}", "failed")
     if isinstance(call, Missing):
         return call
     init = field(call.get("nvmlInit"))

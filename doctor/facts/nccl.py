@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import posixpath
 import re
 from dataclasses import dataclass
 
 from doctor.capture import Capture, CommandResult
+from doctor.facts.child import last_words, marked
 from doctor.facts.frameworks import torch_build
 from doctor.model import Missing
 
@@ -92,15 +92,9 @@ def parse_call(result: CommandResult | Missing, path: str) -> _Call:
     """The probe's child for one library: its marker line as JSON, the rest NCCL's log."""
     if isinstance(result, Missing):
         return _Call(result, None, result, "")
-    log, data = [], None
-    for line in result.stdout.splitlines():
-        if line.startswith(MARK):
-            data = json.loads(line[len(MARK) :])
-        elif line:
-            log.append(line)
-    if not isinstance(data, dict):
-        why = (result.stderr.strip().splitlines() or [f"exit code {result.rc}"])[-1]
-        missing = Missing(f"{path}: probe child died: {why}", "failed")
+    data, log = marked(result, MARK)
+    if data is None:
+        missing = Missing(f"{path}: probe child died: {last_words(result)}", "failed")
         return _Call(missing, None, missing, "\n".join(log))
     banner = BANNER.search(data.get("banner") or "")
     error = data.get("error")

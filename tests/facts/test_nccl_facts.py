@@ -139,3 +139,10 @@ def test_snippet_runs_on_its_own() -> None:
         check=True,
     ).stdout
     assert sum(line.startswith(MARK) for line in out.splitlines()) == 1
+
+
+def test_parse_call_cut_short_marker_line_is_a_dead_child() -> None:
+    out = "NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>\n" + MARK + '{"banner": "NCCL vers'
+    call = parse_call(_child(out, -9), "/x.so")
+    assert isinstance(call.version, Missing) and "exit code -9" in call.version.reason
+    assert call.debug_log == "NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>"

@@ -106,7 +106,8 @@ def test_nvidia_smi_fallback_csv() -> None:
 
 def test_nvidia_smi_used_when_nvml_has_no_gpus() -> None:
     smi = {"argv": ["nvidia-smi"], "rc": 0, "stdout": nvidia_text("nvidia-smi-query.csv")}
-    failed = {"argv": ["nvidia-smi"], "rc": 9, "stdout": "", "stderr": "NVIDIA-SMI has failed\n"}
+    # nvidia-smi reports its own failure on stdout.
+    failed = {"argv": ["nvidia-smi"], "rc": 9, "stdout": "NVIDIA-SMI has failed\n", "stderr": ""}
     base = raw_capture("cpu-torch-wheel")
     child = nvidia_child("nvml-mismatch.json")
     gpus = parse_gpus(overlay(base, commands={"nvidia": child, "nvidia-smi": smi}))
