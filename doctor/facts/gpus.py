@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,11 +49,20 @@ class GpuFacts:
     source: Literal["nvml", "nvidia-smi"]
 
 
+_BDF = re.compile(r"^(?:([0-9a-f]+):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$")
+
+
 def sysfs_bus_id(bus_id: str) -> str:
-    """NVML/nvidia-smi "00000000:07:00.0" → sysfs "0000:07:00.0" (4-digit domain, lower case)."""
-    domain, _, rest = bus_id.strip().lower().rpartition(":")
-    domain, _, bus = domain.rpartition(":") if domain.count(":") else ("", "", domain)
-    return f"{int(domain or '0', 16):04x}:{bus}:{rest}"
+    """NVML/nvidia-smi "00000000:07:00.0" → sysfs "0000:07:00.0" (4-digit domain, lower case).
+
+    Text that is not a bus id comes back as it was (stripped), to be shown, never matched.
+    """
+    text = bus_id.strip().lower()
+    m = _BDF.match(text)
+    if m is None:
+        return text
+    domain, bus, device, function = m.groups()
+    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{function}"
 
 
 def _int(value: Any) -> int | None:

@@ -120,6 +120,7 @@ def test_bus_id_forms() -> None:
     assert sysfs_bus_id("00000000:3B:00.0") == "0000:3b:00.0"
     assert sysfs_bus_id("0001:3b:00.1") == "0001:3b:00.1"
     assert sysfs_bus_id("3b:00.0") == "0000:3b:00.0"
+    assert sysfs_bus_id(" [N/A] ") == "[n/a]"
 
 
 def test_the_real_child_without_a_driver() -> None:
