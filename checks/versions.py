@@ -150,7 +150,10 @@ NCCL = (
         "NCCL versions reachable",
         nccl_versions,
         Severity.WARN,
-        lambda ref: Fix(f"Make every node reach the same NCCL ({ref}): remove extra copies."),
+        lambda ref: Fix(
+            f"Make every node reach the same NCCL versions (expected: {ref}): remove the extra "
+            "copies, or install the missing one."
+        ),
     ),
     Rule(
         "drift.nccl_torch",
@@ -171,7 +174,7 @@ NCCL = (
         net_plugins,
         Severity.WARN,
         lambda ref: Fix(
-            f"Install the same NCCL net plugins ({ref}) everywhere: a node without the "
+            f"Give every node the same NCCL net plugins (expected: {ref}): a node without the "
             "IB/EFA plugin falls back to TCP sockets and slows or breaks the whole job.",
             ("ldconfig -p | grep libnccl-net",),
         ),
@@ -218,7 +221,8 @@ NCCL_CONF = Rule(
     nccl_conf,
     Severity.WARN,
     lambda ref: Fix(
-        f"Give every node the same /etc/nccl.conf and ~/.nccl.conf ({ref}).",
+        f"Give every node the same nccl.conf settings (expected: {ref}) in /etc/nccl.conf "
+        "and ~/.nccl.conf.",
         ("cat /etc/nccl.conf ~/.nccl.conf",),
     ),
 )
