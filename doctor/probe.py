@@ -334,16 +334,6 @@ sys.stdout.flush()
 """
 
 
-def _parallel(jobs):
-    """Run independent callables at once (each records its own result) and wait for all."""
-    threads = [threading.Thread(target=job) for job in jobs]
-    for thread in threads:
-        thread.daemon = True
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-
 def _site_dirs():
     """This interpreter's import path, in order: where wheels and frameworks would be found."""
     return [d for d in sys.path if d and os.path.isdir(d)]
@@ -390,16 +380,6 @@ def collect_nccl(p):
     torch = module_dir(p, "torch")
     if torch:
         p.read(os.path.join(torch, "version.py"))
-    ldconfig = _ldconfig(p)
-    found = []
-    for line in (ldconfig.get("stdout") or "").splitlines():
-        name, _, target = line.strip().partition(" => ")
-        if name.startswith(("libnccl.so", "libnccl-net")) and target:
-            found.append(target.strip())
-    for folder in nccl_lib_dirs(p):
-        for entry in p.listdir(folder) or []:
-            if entry.startswith("libnccl.so"):
-                found.append(os.path.join(folder, entry))
     conf = {
         "NCCL_CONF_FILE": os.environ.get("NCCL_CONF_FILE"),
         "user": os.path.join(os.path.expanduser("~"), ".nccl.conf"),
@@ -412,21 +392,33 @@ def collect_nccl(p):
     env = dict(os.environ)
     env.update(NCCL_LOG_ENV)
     env.pop("NCCL_DEBUG_FILE", None)  # the log must come back to us, not land in a file
-    real = {}  # type: Dict[str, str]
-    for path in found:
-        if os.path.basename(path).startswith("libnccl.so"):
-            real.setdefault(p.value("realpath:" + path, lambda x=path: os.path.realpath(x)), path)
-    _parallel(
-        [
-            lambda r=r: p.run(
-                "nccl:" + r,
-                [sys.executable, "-I", "-S", "-c", NCCL_SNIPPET, r, NCCL_MARK],
-                timeout=NCCL_CALL_TIMEOUT,
-                env=env,
-            )
-            for r in sorted(real)
-        ]
-    )
+    children = {}  # type: Dict[str, threading.Thread]
+
+    def ask(path):
+        """Start one child per real file, as soon as it is found (they overlap ldconfig)."""
+        real = p.value("realpath:" + path, lambda: os.path.realpath(path))
+        if real in children:
+            return
+        argv = [sys.executable, "-I", "-S", "-c", NCCL_SNIPPET, real, NCCL_MARK]
+        child = threading.Thread(
+            target=p.run,
+            args=("nccl:" + real, argv),
+            kwargs={"timeout": NCCL_CALL_TIMEOUT, "env": env},
+        )
+        child.daemon = True
+        child.start()
+        children[real] = child
+
+    for folder in nccl_lib_dirs(p):
+        for entry in p.listdir(folder) or []:
+            if entry.startswith("libnccl.so"):
+                ask(os.path.join(folder, entry))
+    for line in (_ldconfig(p).get("stdout") or "").splitlines():
+        name, _, target = line.strip().partition(" => ")
+        if name.startswith("libnccl.so") and target:
+            ask(target.strip())
+    for child in children.values():
+        child.join()
 
 
 NVIDIA_MARK = "@@cluster-doctor-nvidia@@"
