@@ -16,6 +16,16 @@ from doctor.model import Missing
 MARK = "@@cluster-doctor-nccl@@"
 BANNER = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*?)\+cuda(\d+\.\d+)")
 SONAME = "libnccl.so.2"
+# ncclResult_t (nccl.h): what a failed call returned.
+RESULTS = {
+    1: "ncclUnhandledCudaError",
+    2: "ncclSystemError",
+    3: "ncclInternalError",
+    4: "ncclInvalidArgument",
+    5: "ncclInvalidUsage",
+    6: "ncclRemoteError",
+    7: "ncclInProgress",
+}
 TORCH_GLOB = "libnccl.so.*[0-9]"  # the pattern torch/__init__.py preloads
 # Folders under a sys.path entry that hold a libnccl, and what we call them.
 SITE_SUBDIRS = (
@@ -109,7 +119,8 @@ def parse_call(result: CommandResult | Missing, path: str) -> _Call:
     if data.get("unique_id_rc") == 0 and data.get("unique_id_hex"):
         uid = str(data["unique_id_hex"])
     elif "unique_id_rc" in data:
-        uid = Missing(f"{path}: ncclGetUniqueId returned {data['unique_id_rc']}", "failed")
+        rc = data["unique_id_rc"]
+        uid = Missing(f"{path}: ncclGetUniqueId returned {rc} ({RESULTS.get(rc, '?')})", "failed")
     else:
         uid = Missing(f"{path}: {error or 'ncclGetUniqueId was not called'}", "failed")
     return _Call(version, banner.group(3) if banner else None, uid, "\n".join(log))

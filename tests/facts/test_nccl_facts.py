@@ -146,3 +146,12 @@ def test_parse_call_cut_short_marker_line_is_a_dead_child() -> None:
     call = parse_call(_child(out, -9), "/x.so")
     assert isinstance(call.version, Missing) and "exit code -9" in call.version.reason
     assert call.debug_log == "NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>"
+
+
+def test_real_netns_without_interfaces_fails_the_unique_id() -> None:
+    """unshare -n: NCCL's own bootstrap finds no interface, and the log says so."""
+    (lib,) = parse_nccl(load("netns-no-interface")).libraries
+    assert lib.version == "2.32.3"
+    assert isinstance(lib.unique_id_hex, Missing)
+    assert lib.unique_id_hex.reason.endswith("ncclGetUniqueId returned 5 (ncclInvalidUsage)")
+    assert "NCCL WARN Bootstrap : no socket interface found" in lib.debug_log
