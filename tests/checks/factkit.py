@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from doctor.capture import Capture
@@ -10,11 +12,12 @@ from doctor.facts.driver import DriverFacts
 from doctor.facts.frameworks import FrameworkFacts, Package, TorchFacts
 from doctor.facts.mpi import MpiFacts
 from doctor.facts.nccl import NcclConf, NcclFacts, NcclLibrary
-from doctor.facts.node import FACT_AREAS, NodeFacts
+from doctor.facts.node import FACT_AREAS, NodeFacts, parse_node
 from doctor.facts.pci import PciDevice
 from doctor.facts.system import SystemFacts
 from doctor.model import Missing
 
+CAPTURES = Path(__file__).parent.parent / "fixtures" / "captures"
 NOT_HERE = Missing("not part of this test", "unsupported")
 WHEEL = "/py/site-packages/nvidia/nccl/lib/libnccl.so.2"
 SYSTEM = "/usr/lib/x86_64-linux-gnu/libnccl.so.2.18.3"
@@ -25,6 +28,16 @@ def node(name: str = "node1", **areas: Any) -> NodeFacts:
     values = {area: areas.pop(area, NOT_HERE) for area in FACT_AREAS}
     assert not areas, f"unknown fact areas: {sorted(areas)}"
     return NodeFacts(node=name, capture=Capture({"probe": {}}), **values)
+
+
+def raw(name: str) -> dict[str, Any]:
+    """A real probe capture from tests/fixtures/captures."""
+    return json.loads((CAPTURES / f"{name}.json").read_text())
+
+
+def real(name: str, node: str = "vm", raw_capture: dict[str, Any] | None = None) -> NodeFacts:
+    """The facts of a real capture (or of ``raw_capture``, an edited copy of one)."""
+    return parse_node(node, Capture(raw_capture if raw_capture is not None else raw(name)))
 
 
 def cluster(*nodes: NodeFacts, baseline: NodeFacts | None = None) -> ClusterFacts:

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import factkit as fk
 
 from checks.gpu import gpu_driver
-from doctor.capture import Capture
-from doctor.facts.node import parse_node
 from doctor.model import Missing, Status
 from doctor.runner import run_checks
-
-CAPTURES = Path(__file__).parent.parent / "fixtures" / "captures"
 
 
 def outcome(facts):
@@ -26,8 +19,7 @@ def codes(facts) -> list[str]:
 
 
 def test_real_cpu_machine_is_skipped_with_a_reason() -> None:
-    raw = json.loads((CAPTURES / "cpu-torch-wheel.json").read_text())
-    result = outcome(parse_node("vm", Capture(raw)))
+    result = outcome(fk.real("cpu-torch-wheel"))
     assert result.status is Status.SKIP
     assert result.reason == "no NVIDIA GPU on the PCI bus"
 

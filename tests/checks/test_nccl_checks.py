@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import factkit as fk
@@ -13,25 +12,15 @@ from doctor.facts.node import parse_node
 from doctor.model import Missing, Status
 from doctor.runner import run_checks
 
-CAPTURES = Path(__file__).parent.parent / "fixtures" / "captures"
-
 
 def run(check, facts):
     (result,) = run_checks([check], fk.cluster(facts))
     return result
 
 
-def raw(name: str) -> dict:
-    return json.loads((CAPTURES / f"{name}.json").read_text())
-
-
-def real(name: str):
-    return parse_node("vm", Capture(raw(name)))
-
-
 def test_real_machine_one_nccl_passes() -> None:
-    assert run(nccl_libraries, real("cpu-torch-wheel")).status is Status.PASS
-    skipped = run(nccl_torch_vs_system, real("cpu-torch-wheel"))
+    assert run(nccl_libraries, fk.real("cpu-torch-wheel")).status is Status.PASS
+    skipped = run(nccl_torch_vs_system, fk.real("cpu-torch-wheel"))
     assert skipped.status is Status.SKIP and "CPU build" in skipped.reason
 
 
@@ -128,7 +117,7 @@ def test_no_system_nccl_skips() -> None:
 
 def test_real_two_versions_wheel_and_ld_library_path() -> None:
     """nvidia-nccl-cu12 2.21.5's libnccl on LD_LIBRARY_PATH beside the 2.32.3 wheel, for real."""
-    (finding,) = run(nccl_libraries, real("cpu-two-nccl")).findings
+    (finding,) = run(nccl_libraries, fk.real("cpu-two-nccl")).findings
     assert finding.code == "nccl.several_versions"
     assert finding.summary == (
         "2 NCCL versions reachable (2.21.5, 2.32.3): torch (a CPU build) loads none; "
@@ -139,13 +128,13 @@ def test_real_two_versions_wheel_and_ld_library_path() -> None:
 def test_real_libraries_with_a_cuda_torch_differ() -> None:
     """The real two-NCCL capture, with torch's version.py edited to a CUDA build (written: no
     CUDA torch here), so torch preloads the 2.32.3 wheel while the loader gives 2.21.5."""
-    capture = raw("cpu-two-nccl")
+    capture = fk.raw("cpu-two-nccl")
     version_py = next(p for p in capture["files"] if p.endswith("/torch/version.py"))
     text = capture["files"][version_py]["text"]
     capture["files"][version_py]["text"] = text.replace(
         "cuda: Optional[str] = None", "cuda = '12.9'"
     )
-    (finding,) = run(nccl_torch_vs_system, parse_node("vm", Capture(capture))).findings
+    (finding,) = run(nccl_torch_vs_system, fk.real("cpu-two-nccl", raw_capture=capture)).findings
     assert finding.summary == "torch loads NCCL 2.32.3, the system NCCL is 2.21.5"
     assert (
         finding.fix is not None and "pip install nvidia-nccl-cu12==2.32.3" in finding.fix.commands

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import factkit as fk
 
 from checks.versions import driver_drift, nccl_drift, nccl_settings_drift, software_drift
-from doctor.capture import Capture
 from doctor.facts.nccl import NcclConf
-from doctor.facts.node import parse_node
 from doctor.model import Missing, Status
 from doctor.runner import run_checks
 
@@ -136,15 +131,10 @@ def test_nccl_conf_drift_merges_user_over_system() -> None:
 
 def test_real_captures_as_three_nodes() -> None:
     """Three real captures of this machine as nodes: one has an extra NCCL on LD_LIBRARY_PATH."""
-    captures = Path(__file__).parent.parent / "fixtures" / "captures"
-
-    def load(node: str, name: str):
-        return parse_node(node, Capture(json.loads((captures / f"{name}.json").read_text())))
-
     nodes = [
-        load("node1", "cpu-torch-wheel"),
-        load("node2", "cpu-torch-import"),
-        load("node3", "cpu-two-nccl"),
+        fk.real("cpu-torch-wheel", "node1"),
+        fk.real("cpu-torch-import", "node2"),
+        fk.real("cpu-two-nccl", "node3"),
     ]
     result = findings(nccl_drift, *nodes)
     assert [(f.code, f.nodes) for f in result] == [("drift.nccl", ("node3",))]
