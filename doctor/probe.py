@@ -29,6 +29,7 @@ from typing import Any, Dict, List  # noqa: F401  (type comments: the nodes may 
 PROBE_VERSION = 1
 MAX_FILE_BYTES = 1 << 20
 MAX_OUTPUT_BYTES = 4 << 20
+DIST_HEADER_BYTES = 16 << 10  # a wheel's METADATA headers; the long description follows them
 DEFAULT_SPEC = {
     "deadline": 20.0,
     "command_timeout": 5.0,
@@ -418,12 +419,337 @@ def collect_extra(p):
             p.commands["extra:" + name] = dict(argv=list(argv), **_error("absent", "not on PATH"))
 
 
+# -- node facts: NCCL, driver, GPUs, MPI, frameworks ---------------------------------------
+# Library calls (libnccl, libcuda, NVML) run in a child interpreter: a library that crashes or
+# hangs takes only that child with it, and the child is killed at its deadline.
+
+NCCL_MARK = "@@cluster-doctor-nccl@@"
+NCCL_LOG_ENV = {
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET",
+}
+NCCL_CALL_TIMEOUT = 4.0
+# Loads one libnccl, asks its version and a unique id (which runs NCCL's own bootstrap interface
+# selection, no GPU needed; the listening socket dies with this child), and reads the version
+# banner NCCL keeps as a literal in the binary. NCCL logs to stdout, so our result is one line
+# behind a marker and everything else is NCCL's log.
+NCCL_SNIPPET = r"""
+import ctypes, json, mmap, re, sys
+out = {}
+try:
+    with open(sys.argv[1], "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        found = re.compile(rb"NCCL version \d+\.\d+\.\d+[^\x00\s]*").search(m, 0, 64 << 20)
+        out["banner"] = found.group(0).decode("ascii", "replace") if found else None
+except Exception as exc:
+    out["banner_error"] = "%s: %s" % (type(exc).__name__, exc)
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+    code = ctypes.c_int(0)
+    out["version_rc"] = lib.ncclGetVersion(ctypes.byref(code))
+    out["version_code"] = code.value
+    sys.stdout.flush()
+    uid = ctypes.create_string_buffer(128)
+    out["unique_id_rc"] = lib.ncclGetUniqueId(uid)
+    out["unique_id_hex"] = uid.raw.hex()
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+sys.stdout.flush()
+sys.stdout.write("\n%s%s\n" % (sys.argv[2], json.dumps(out)))
+sys.stdout.flush()
+"""
+
+
+def _site_dirs():
+    """This interpreter's import path, in order: where wheels and frameworks would be found."""
+    return [d for d in sys.path if d and os.path.isdir(d)]
+
+
+def _ldconfig(p):
+    for candidate in (which("ldconfig"), "/sbin/ldconfig", "/usr/sbin/ldconfig"):
+        if candidate and os.path.isfile(candidate):
+            return p.run("ldconfig", [candidate, "-p"])
+    p.commands["ldconfig"] = dict(argv=["ldconfig", "-p"], **_error("absent", "not found"))
+    return p.commands["ldconfig"]
+
+
+def nccl_lib_dirs(p):
+    """Every folder a libnccl or NCCL net plugin could be loaded from, listed in the capture."""
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    for site in p.value("sys.path", _site_dirs) or []:
+        # nvidia-nccl-cu12/cu13 wheels, the CUDA 13 combined wheel layout, torch's own copy;
+        # listed only under folders that hold those packages, to keep the capture small.
+        for sub in ("nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib", "torch/lib"):
+            if os.path.isdir(os.path.join(site, sub.split("/")[0])):
+                dirs.append(os.path.join(site, sub))
+    out = []
+    for folder in dirs:
+        if folder not in out:
+            out.append(folder)
+            p.listdir(folder)
+    return out
+
+
+def module_dir(p, name):
+    """Where ``import name`` would load a top-level package from, found without importing it."""
+
+    def find():
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+
+    return p.value("module:" + name, find)
+
+
+def collect_nccl(p):
+    torch = module_dir(p, "torch")
+    if torch:
+        p.read(os.path.join(torch, "version.py"))
+    conf = {
+        "NCCL_CONF_FILE": os.environ.get("NCCL_CONF_FILE"),
+        "user": os.path.join(os.path.expanduser("~"), ".nccl.conf"),
+        "system": "/etc/nccl.conf",
+    }
+    p.value("nccl:conf_files", lambda: conf)
+    for path in conf.values():
+        if path:
+            p.read(path)
+    env = dict(os.environ)
+    env.update(NCCL_LOG_ENV)
+    env.pop("NCCL_DEBUG_FILE", None)  # the log must come back to us, not land in a file
+    children = {}  # type: Dict[str, threading.Thread]
+
+    def ask(path):
+        """Start one child per real file, as soon as it is found (they overlap ldconfig)."""
+        real = p.value("realpath:" + path, lambda: os.path.realpath(path))
+        if real in children:
+            return
+        argv = [sys.executable, "-I", "-S", "-c", NCCL_SNIPPET, real, NCCL_MARK]
+        child = threading.Thread(
+            target=p.run,
+            args=("nccl:" + real, argv),
+            kwargs={"timeout": NCCL_CALL_TIMEOUT, "env": env},
+        )
+        child.daemon = True
+        child.start()
+        children[real] = child
+
+    for folder in nccl_lib_dirs(p):
+        for entry in p.listdir(folder) or []:
+            if entry.startswith("libnccl.so"):
+                ask(os.path.join(folder, entry))
+    for line in (_ldconfig(p).get("stdout") or "").splitlines():
+        name, _, target = line.strip().partition(" => ")
+        if name.startswith("libnccl.so") and target:
+            ask(target.strip())
+    for child in children.values():
+        child.join()
+
+
+NVIDIA_MARK = "@@cluster-doctor-nvidia@@"
+NVIDIA_VENDOR = "0x10de"
+# libcuda's cuDriverGetVersion (needs no cuInit, no GPU context) and, when pynvml is importable,
+# NVML's view of the driver and every GPU. Each value is {"value": ...} or {"error": "..."}.
+NVIDIA_SNIPPET = r"""
+import ctypes, json, sys
+
+
+def call(fn, *args):
+    try:
+        value = fn(*args)
+    except Exception as exc:
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return {"value": value}
+
+
+def cuda_version():
+    code = ctypes.c_int(0)
+    rc = ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(code))
+    if rc != 0:
+        raise RuntimeError("cuDriverGetVersion returned CUresult %d" % rc)
+    return code.value
+
+
+out = {"cuDriverGetVersion": call(cuda_version)}
+try:
+    import pynvml
+except Exception as exc:
+    out["pynvml"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+else:
+    out["pynvml"] = {"value": pynvml.__file__}
+    out["nvmlInit"] = call(pynvml.nvmlInit)
+    if "value" in out["nvmlInit"]:
+        out["driver_version"] = call(pynvml.nvmlSystemGetDriverVersion)
+        out["cuda_driver_version"] = call(pynvml.nvmlSystemGetCudaDriverVersion)
+        out["device_count"] = call(pynvml.nvmlDeviceGetCount)
+        out["devices"] = []
+        for index in range(out["device_count"].get("value") or 0):
+            handle = call(pynvml.nvmlDeviceGetHandleByIndex, index)
+            if "error" in handle:
+                out["devices"].append({"index": index, "handle": handle})
+                continue
+            h = handle["value"]
+            out["devices"].append({
+                "index": index,
+                "name": call(pynvml.nvmlDeviceGetName, h),
+                "uuid": call(pynvml.nvmlDeviceGetUUID, h),
+                "bus_id": call(lambda: pynvml.nvmlDeviceGetPciInfo(h).busId),
+                "memory_total": call(lambda: pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                "persistence_mode": call(pynvml.nvmlDeviceGetPersistenceMode, h),
+                "ecc_mode": call(pynvml.nvmlDeviceGetEccMode, h),
+                # (error type, counter type): 1 = uncorrected, 0 = corrected; 0 = volatile,
+                # 1 = aggregate (pynvml NVML_MEMORY_ERROR_TYPE_*, NVML_VOLATILE/AGGREGATE_ECC).
+                "ecc_uncorrected_volatile": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 0),
+                "ecc_uncorrected_aggregate": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 1),
+                "ecc_corrected_volatile": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 0, 0),
+            })
+        call(pynvml.nvmlShutdown)
+sys.stdout.write(sys.argv[1] + json.dumps(out) + "\n")
+"""
+NVIDIA_SMI_FIELDS = (
+    "index,name,pci.bus_id,uuid,memory.total,persistence_mode,ecc.mode.current,"
+    "ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,"
+    "ecc.errors.corrected.volatile.total,driver_version"
+)
+
+
+def _nvidia_present(p):
+    """An NVIDIA kernel module or an NVIDIA PCI function: only then are NVIDIA calls worth it."""
+    if os.path.exists("/proc/driver/nvidia") or os.path.exists("/sys/module/nvidia"):
+        return True
+    root = "/sys/bus/pci/devices"
+    return any(
+        (p.read(root + "/" + dev + "/vendor") or "").strip() == NVIDIA_VENDOR
+        for dev in p.listdir(root) or []
+    )
+
+
+def collect_nvidia(p):
+    """The driver (kernel module, NVML, libcuda) and the GPUs, for the driver and gpus facts."""
+    p.read("/proc/driver/nvidia/version")
+    p.read("/sys/module/nvidia/version")
+    argv = [sys.executable, "-c", NVIDIA_SNIPPET, NVIDIA_MARK]
+    if not _nvidia_present(p):
+        skipped = _error("absent", "no NVIDIA kernel module and no NVIDIA PCI device")
+        p.commands["nvidia"] = dict(argv=[sys.executable, "-c", "<snippet>"], **skipped)
+        return
+    result = p.run("nvidia", argv)
+    # The child prints json.dumps output: a non-empty device list reads exactly like this.
+    if '"devices": [{' in (result.get("stdout") or ""):
+        return
+    smi = which("nvidia-smi")  # NVML gave no GPUs: ask nvidia-smi, which needs no pynvml
+    if smi:
+        p.run(
+            "nvidia-smi", [smi, "--query-gpu=" + NVIDIA_SMI_FIELDS, "--format=csv,noheader,nounits"]
+        )
+
+
+def _python_file(p, module, name):
+    """Read one file of a package that sits next to this interpreter, without importing it."""
+    folder = module_dir(p, module)
+    return p.read(os.path.join(folder, name)) if folder else None
+
+
+def _distribution(p, name):
+    """Read a package's metadata headers (version, requirements) next to it, without importing."""
+
+    def find():
+        folder = module_dir(p, name)
+        if not folder:
+            return None
+        site = os.path.dirname(folder)
+        prefix = name.replace("-", "_").lower() + "-"
+        for entry in sorted(os.listdir(site)):
+            if entry.lower().startswith(prefix):
+                for meta in ("METADATA", "PKG-INFO"):  # .dist-info, .egg-info
+                    if entry.endswith((".dist-info", ".egg-info")):
+                        path = os.path.join(site, entry, meta)
+                        if os.path.isfile(path):
+                            return path
+        return None
+
+    path = p.value("dist:" + name, find)
+    if path:
+        p.read(path, limit=DIST_HEADER_BYTES)
+    return path
+
+
+def collect_mpi(p):
+    for name in ("mpirun", "mpiexec"):
+        path = which(name)
+        if path:
+            p.value("realpath:" + path, lambda x=path: os.path.realpath(x))
+            p.run("mpi:" + name, [path, "--version"])
+            break
+    else:
+        p.commands["mpi:mpirun"] = dict(
+            argv=["mpirun", "--version"], **_error("absent", "not on PATH")
+        )
+    if _python_file(p, "mpi4py", "__init__.py") is not None:
+        # The MPI it was built for: mpi.cfg of a source build (mpicc = ...), or the MPI.<abi>.so
+        # variants a binary wheel carries.
+        _python_file(p, "mpi4py", "mpi.cfg")
+        p.listdir(module_dir(p, "mpi4py"))
+        _distribution(p, "mpi4py")
+
+
+TORCH_MARK = "@@cluster-doctor-torch@@"
+# Imports torch (seconds) and reports what the running library says, including the libnccl
+# actually mapped into the process, which is the one that would run collectives.
+TORCH_SNIPPET = r"""
+import json, sys, time
+started = time.monotonic()
+import torch
+out = {"import_seconds": round(time.monotonic() - started, 3), "version": torch.__version__,
+       "cuda": torch.version.cuda, "file": torch.__file__}
+try:
+    out["cuda_available"] = torch.cuda.is_available()
+    if torch.version.cuda:
+        out["nccl"] = list(torch.cuda.nccl.version())
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+try:
+    import torch.distributed as dist
+    out["distributed"] = {"nccl": dist.is_nccl_available(), "gloo": dist.is_gloo_available(),
+                          "mpi": dist.is_mpi_available()}
+except Exception as exc:
+    out["distributed"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+with open("/proc/self/maps") as maps:
+    out["mapped_nccl"] = sorted({l.split()[-1] for l in maps if "libnccl" in l and "/" in l})
+sys.stdout.write("\n" + sys.argv[1] + json.dumps(out) + "\n")
+"""
+
+
+def collect_frameworks(p):
+    if _python_file(p, "torch", "version.py") is not None:
+        _distribution(p, "torch")
+        if p.spec.get("torch"):
+            # Its own deadline: a torch import can take many seconds on a cold cache.
+            timeout = max(1.0, float(p.spec["deadline"]) - 2.0)
+            p.run("torch", [sys.executable, "-c", TORCH_SNIPPET, TORCH_MARK], timeout=timeout)
+    horovod = module_dir(p, "horovod")
+    if horovod:
+        _distribution(p, "horovod")
+        # Which framework extensions were built (horovod/torch/mpi_lib_v2*.so, ...).
+        for sub in ("torch", "tensorflow", "mxnet"):
+            p.listdir(os.path.join(horovod, sub))
+    if _python_file(p, "deepspeed", "git_version_info_installed.py") is not None:
+        _distribution(p, "deepspeed")
+
+
 SECTIONS = [
     ("system", collect_system),
     ("limits", collect_limits),
     ("env", collect_env),
     ("pci", collect_pci),
     ("topo", collect_topo),
+    ("nccl", collect_nccl),
+    ("nvidia", collect_nvidia),
+    ("mpi", collect_mpi),
+    ("frameworks", collect_frameworks),
     ("extra", collect_extra),
 ]
 

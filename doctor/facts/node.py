@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from doctor.capture import Capture
+from doctor.facts.driver import DriverFacts, parse_driver
+from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
+from doctor.facts.gpus import GpuFacts, parse_gpus
 from doctor.facts.limits import LimitFacts, parse_limits
+from doctor.facts.mpi import MpiFacts, parse_mpi
+from doctor.facts.nccl import NcclFacts, parse_nccl
 from doctor.facts.pci import PciDevice, parse_pci
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.facts.topo import TopoFacts, parse_topo
@@ -25,6 +30,11 @@ class NodeFacts:
     env: dict[str, str] | Missing
     pci: list[PciDevice] | Missing
     topo: TopoFacts | Missing
+    nccl: NcclFacts | Missing
+    driver: DriverFacts | Missing
+    gpus: GpuFacts | Missing
+    mpi: MpiFacts | Missing
+    frameworks: FrameworkFacts | Missing
 
     def to_json(self) -> dict[str, Any]:
         from doctor.jsonable import jsonable
@@ -33,7 +43,18 @@ class NodeFacts:
 
 
 # The areas a check can name in ``needs``, in report order.
-FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci", "topo")
+FACT_AREAS: tuple[str, ...] = (
+    "system",
+    "limits",
+    "env",
+    "pci",
+    "nccl",
+    "driver",
+    "gpus",
+    "mpi",
+    "frameworks",
+    "topo",
+)
 
 
 def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
@@ -58,4 +79,9 @@ def parse_node(node: str, cap: Capture) -> NodeFacts:
         env=guarded(_env, cap, "env"),
         pci=guarded(parse_pci, cap, "pci"),
         topo=guarded(parse_topo, cap, "topo"),
+        nccl=guarded(parse_nccl, cap, "nccl"),
+        driver=guarded(parse_driver, cap, "driver"),
+        gpus=guarded(parse_gpus, cap, "gpus"),
+        mpi=guarded(parse_mpi, cap, "mpi"),
+        frameworks=guarded(parse_frameworks, cap, "frameworks"),
     )
