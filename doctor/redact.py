@@ -4,7 +4,8 @@ One Redactor is built per report and used by every renderer of that run, so ``gp
 ``host2`` in the terminal, the JSON, the JUnit XML and the Markdown alike. Hosts are numbered in
 inventory order and addresses in the order the JSON report mentions them, so two renderings of
 one report give the same aliases. Loopback and unspecified addresses are kept: they identify
-nobody, and "Gloo bound to 127.0.1.1" is often the very diagnosis.
+nobody, and "Gloo bound to 127.0.1.1" is often the very diagnosis; so are ``root`` and
+``localhost``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import hostlist
@@ -33,6 +35,8 @@ _ADDRESS_RE = re.compile(f"(?P<hw>{_HWADDR})|(?P<v6>{_IPV6})|(?P<v4>{_IPV4})")
 
 # Environment variables that name the user a node's probe ran as.
 USER_VARS = ("USER", "LOGNAME", "SUDO_USER")
+# Names that identify nobody, kept like loopback addresses ("?" is an unreadable hostname).
+KEPT_NAMES = frozenset({"root", "localhost", "localhost.localdomain", "?", ""})
 
 
 def _is_kept(address: str) -> bool:
@@ -45,14 +49,14 @@ class Redactor:
 
     def __init__(self, hosts: Iterable[Iterable[str]], users: Iterable[str]) -> None:
         """``hosts``: one group of names per host (node name, hostname, FQDN) sharing an alias."""
-        groups = [[n for n in dict.fromkeys(g) if n] for g in hosts]
-        user_list = [u for u in dict.fromkeys(users) if u]
+        groups = [[n for n in dict.fromkeys(g) if n not in KEPT_NAMES] for g in hosts]
+        user_list = [u for u in dict.fromkeys(users) if u not in KEPT_NAMES]
         self._secrets = {n.lower() for g in groups for n in g} | {u.lower() for u in user_list}
         self._names: dict[str, str] = {}
         self._counters: dict[str, int] = {}
         self._prefixes: dict[str, str] = {}
         for group in groups:
-            if any(n.lower() in self._names for n in group):
+            if not group or any(n.lower() in self._names for n in group):
                 continue
             alias = self._next("host")
             for n in group:
@@ -79,11 +83,14 @@ class Redactor:
             facts.append((cluster.baseline.node, cluster.baseline))
             groups.setdefault(cluster.baseline.node, [cluster.baseline.node])
         for name, node in facts:
-            hostname = getattr(node.system, "hostname", None)
-            if isinstance(hostname, str) and hostname != "?":
-                groups[name] += [hostname, hostname.split(".")[0]]
+            for hostname in (getattr(node.system, "hostname", None), node.capture.value("fqdn")):
+                if isinstance(hostname, str) and hostname not in KEPT_NAMES:
+                    groups[name] += [hostname, hostname.split(".")[0]]
             env = node.env if isinstance(node.env, dict) else {}
             users += [env[v] for v in USER_VARS if isinstance(env.get(v), str)]
+            account = node.capture.value("user")
+            if isinstance(account, dict) and isinstance(account.get("home"), str):
+                users.append(PurePosixPath(account["home"]).name)
         for name, entry in cluster.inventory.items():
             if entry.user:
                 users.append(entry.user)

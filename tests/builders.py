@@ -1,0 +1,140 @@
+"""Small facts and reports for output tests: raw captures in the probe's format, built by hand.
+
+The captures hold only the entries the facts parsers read (the same keys ``doctor probe``
+writes); everything else parses as Missing, as it would from an older probe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from checks.system import CHECKS as SYSTEM_CHECKS
+from doctor.capture import Capture
+from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.node import NodeFacts, parse_node
+from doctor.model import Finding, Severity
+from doctor.plugin import CheckSpec, Skip, cluster_check, node_check
+from doctor.report import Report
+from doctor.runner import run_checks
+
+MIB = 1 << 20
+CREATED = "2026-01-02T03:04:05+00:00"
+
+
+def raw_capture(
+    hostname: str,
+    *,
+    shm: int = 2048 * MIB,
+    env: dict[str, str] | None = None,
+    home: str = "/root",
+    kernel: str = "6.1.0-18-amd64",
+    fqdn: str | None = None,
+) -> dict[str, Any]:
+    def v(value: Any) -> dict[str, Any]:
+        return {"value": value}
+
+    return {
+        "probe": {"version": 1},
+        "files": {
+            "/etc/os-release": {"text": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\n'},
+            "/sys/devices/system/node/online": {"text": "0\n"},
+        },
+        "values": {
+            "hostname": v(hostname),
+            "fqdn": v(fqdn or hostname),
+            "uname": v(["Linux", hostname, kernel, "#1 SMP", "x86_64", ""]),
+            "python": v({"version": "3.11.2", "executable": "/usr/bin/python3"}),
+            "cpu_count": v(64),
+            "env": v(env or {}),
+            "env:container": v(None),
+            "exists:/.dockerenv": v(False),
+            "exists:/run/.containerenv": v(False),
+            "statvfs:/dev/shm": v({"size": shm, "free": shm}),
+            "rlimit:RLIMIT_MEMLOCK": v([-1, -1]),
+            "time": v(1767323045.0),
+            "user": v({"home": home, "uid": 1000}),
+        },
+    }
+
+
+def node(name: str, **kw: Any) -> NodeFacts:
+    return parse_node(name, Capture(raw_capture(name, **kw)))
+
+
+@node_check(
+    "test.addresses",
+    "Test check that quotes the node's addresses in a finding",
+    codes={"test.address_seen": "an address was quoted"},
+)
+def addresses_check(facts: NodeFacts) -> Iterator[Finding]:
+    env = facts.env if isinstance(facts.env, dict) else {}
+    if "MASTER_ADDR" in env:
+        yield Finding(
+            "test.address_seen",
+            Severity.INFO,
+            f"{facts.node} will rendezvous at {env['MASTER_ADDR']}",
+            evidence=tuple(f"{k}={v} on {facts.node}" for k, v in sorted(env.items())),
+        )
+
+
+@node_check("test.crashes", "Test check that raises", codes={})
+def crashing_check(facts: NodeFacts) -> Iterator[Finding]:
+    raise RuntimeError(f"boom on {facts.node}")
+
+
+@cluster_check("test.skips", "Test check whose facts are missing", codes={})
+def skipping_check(cluster: ClusterFacts) -> Iterator[Finding]:
+    raise Skip("no ssh mesh stage in this run")
+
+
+ALL_CHECKS: list[CheckSpec] = [*SYSTEM_CHECKS, addresses_check, crashing_check, skipping_check]
+
+
+def build_report(
+    cluster: ClusterFacts,
+    specs: list[CheckSpec] | None = None,
+    sections: dict[str, Any] | None = None,
+    command: str = "preflight",
+) -> Report:
+    """A report with fixed timings and creation time, so its renderings can be stored."""
+    outcomes = run_checks(specs if specs is not None else SYSTEM_CHECKS, cluster)
+    outcomes = [dataclasses.replace(o, seconds=0.001 * (i + 1)) for i, o in enumerate(outcomes)]
+    report = Report.build(command, cluster, outcomes)
+    report.created = CREATED
+    report.sections.update(sections or {})
+    return report
+
+
+def sample_cluster() -> ClusterFacts:
+    """Three nodes: one with a tiny /dev/shm, one with a small one, one unreachable."""
+    cluster = ClusterFacts(
+        nodes={
+            "gpu01": node(
+                "gpu01", shm=64 * MIB, env={"MASTER_ADDR": "198.18.0.1", "USER": "alice"}
+            ),
+            "gpu02": node("gpu02", shm=512 * MIB),
+            "gpu03": node("gpu03"),
+        }
+    )
+    cluster.failures["gpu04"] = NodeFailure(
+        "gpu04", "node.timeout", "gpu04 did not answer within 20s", "ssh: connect timed out"
+    )
+    return cluster
+
+
+SAMPLE_SECTIONS: dict[str, Any] = {
+    "nics": [
+        {"node": "gpu01", "name": "eth0", "address": "198.18.0.1/24", "speed_mbps": 100000},
+        {"node": "gpu02", "name": "eth0", "address": "198.18.0.2/24", "speed_mbps": 100000},
+    ],
+    "topology": {
+        "gpu01": [{"gpu": 0, "nic": "mlx5_0", "path": "PIX"}],
+        "gpu02": [{"gpu": 0, "nic": "mlx5_0", "path": "SYS"}],
+    },
+}
+
+
+def sample_report(specs: list[CheckSpec] | None = None) -> Report:
+    return build_report(sample_cluster(), ALL_CHECKS if specs is None else specs, SAMPLE_SECTIONS)
