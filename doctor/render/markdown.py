@@ -75,7 +75,8 @@ def _checks(report: Report) -> list[str]:
         status = next(s for s in _RANK if s in statuses)
         nodes = [o.node for o in outcomes if o.status is status and o.node]
         reasons = sorted({o.reason for o in outcomes if o.status is status and o.reason})
-        where = compact(nodes) if nodes and len(report.cluster.names) > 1 else ""
+        many = len(report.cluster.names) > 1 and status not in (Status.PASS, Status.SKIP)
+        where = compact(nodes) if nodes and many else ""
         rows.append([f"`{check}`", _ICON[status], outcomes[0].title, where, "; ".join(reasons)])
     return ["## Checks", "", *_table(["Check", "Result", "What", "Nodes", "Note"], rows)]
 
@@ -109,7 +110,7 @@ def _records(value: Any) -> list[dict[str, Any]] | None:
 
 
 def _section(name: str, value: Any) -> list[str]:
-    lines = [f"## {name.replace('_', ' ').capitalize()}", ""]
+    lines = [f"## {name}", ""]
     rows = _records(value)
     if rows is None:
         return [*lines, "```json", json.dumps(value, indent=2, sort_keys=True), "```", ""]
