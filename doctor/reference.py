@@ -37,7 +37,8 @@ def render_reference(specs: Iterable[CheckSpec]) -> str:
             lines.append(f"- needs facts: {', '.join(s.needs)}")
         lines.append("")
         for code in sorted(s.codes):
-            lines += [f"### `{code}`", "", s.codes[code] + ".", ""]
+            meaning = s.codes[code]
+            lines += [f"### `{code}`", "", meaning[:1].upper() + meaning[1:] + ".", ""]
             fix = s.fixes.get(code)
             if fix is None:
                 lines += ["Fix: given with the finding (it depends on what was seen).", ""]
