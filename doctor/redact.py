@@ -31,6 +31,7 @@ _HWADDR = r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{2}:){5,19}[0-9A-Fa-f]{2}(?![0-9A-Fa-
 _IPV6 = r"(?<![0-9A-Fa-f:])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![0-9A-Fa-f:])"
 _IPV4 = r"(?<![0-9.])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9]|\.[0-9])"
 _NODESET = r"[A-Za-z0-9_.-]*\[[0-9,\-]+\][A-Za-z0-9_.-]*"
+_ANSI = re.compile(r"(\x1b\[[0-9;]*[A-Za-z])")
 _ADDRESS_RE = re.compile(f"(?P<hw>{_HWADDR})|(?P<v6>{_IPV6})|(?P<v4>{_IPV4})")
 
 # Environment variables that name the user a node's probe ran as.
@@ -149,7 +150,11 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """The string with every known host and user and every address replaced by its alias."""
-        return self._all_re.sub(self._replace, value)
+        # Terminal colour codes end in a letter ("\x1b[2mgpu01"), which would hide the name's
+        # start from the token match: redact the text between them, piece by piece.
+        pieces = _ANSI.split(value)
+        pieces[::2] = [self._all_re.sub(self._replace, p) for p in pieces[::2]]
+        return "".join(pieces)
 
     def value(self, value: Any) -> Any:
         """A JSON value with every string (keys included) redacted."""

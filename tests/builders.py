@@ -7,11 +7,16 @@ writes); everything else parses as Missing, as it would from an older probe.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from checks.system import CHECKS as SYSTEM_CHECKS
 from doctor.capture import Capture
+from doctor.cli import main
 from doctor.facts.cluster import ClusterFacts, NodeFailure
 from doctor.facts.node import NodeFacts, parse_node
 from doctor.model import Finding, Severity
@@ -138,3 +143,18 @@ SAMPLE_SECTIONS: dict[str, Any] = {
 
 def sample_report(specs: list[CheckSpec] | None = None) -> Report:
     return build_report(sample_cluster(), ALL_CHECKS if specs is None else specs, SAMPLE_SECTIONS)
+
+
+def write_captures(folder: Path, shm_by_node: dict[str, int]) -> Path:
+    """A capture folder for ``doctor analyze``: one <node>.json per node, with that /dev/shm."""
+    folder.mkdir()
+    for name, shm in shm_by_node.items():
+        (folder / f"{name}.json").write_text(json.dumps(raw_capture(name, shm=shm)))
+    return folder
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the doctor in-process: exit code, stdout, stderr."""
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err

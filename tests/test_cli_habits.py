@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import MIB, raw_capture
+from builders import MIB, raw_capture, run_cli, write_captures
 from rich.console import Console
 
 from doctor.capture import Capture
-from doctor.cli import main
 from doctor.facts.cluster import NodeFailure
 from doctor.progress import Progress
 
@@ -26,18 +25,8 @@ COLOUR = re.compile(r"\x1b\[(?:[0-9]+;)*(?:3[0-8]|9[0-7])(?:;[0-9]+)*m")
 
 @pytest.fixture
 def captures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "captures"
-    folder.mkdir()
-    (folder / "gpu01.json").write_text(json.dumps(raw_capture("gpu01", shm=64 * MIB)))
-    (folder / "gpu02.json").write_text(json.dumps(raw_capture("gpu02")))
     monkeypatch.chdir(tmp_path)
-    return folder
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return write_captures(tmp_path / "captures", {"gpu01": 64 * MIB, "gpu02": 2048 * MIB})
 
 
 def checks_run(out: str) -> list[str]:
@@ -45,24 +34,24 @@ def checks_run(out: str) -> list[str]:
 
 
 def test_select_and_exclude(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run(["analyze", str(captures), "-f", "json", "--select", "shm"], capsys)
+    rc, out, _ = run_cli(["analyze", str(captures), "-f", "json", "--select", "shm"], capsys)
     assert (rc, checks_run(out)) == (1, ["shm.size"])
-    rc, out, _ = run(["analyze", str(captures), "-f", "json", "--exclude", "shm.size"], capsys)
+    rc, out, _ = run_cli(["analyze", str(captures), "-f", "json", "--exclude", "shm.size"], capsys)
     assert (rc, checks_run(out)) == (0, ["node.reach"])
-    rc, _, err = run(["analyze", str(captures), "--select", "sh"], capsys)
+    rc, _, err = run_cli(["analyze", str(captures), "--select", "sh"], capsys)
     assert (
         rc == 2 and err.strip() == "doctor: error: no check matches 'sh' (see 'doctor checks list')"
     )
 
 
 def test_quiet_and_verbose(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run(["-q", "analyze", str(captures)], capsys)
+    rc, out, _ = run_cli(["-q", "analyze", str(captures)], capsys)
     assert rc == 1 and "Checks" not in out and "shm.too_small" in out
-    rc, out, _ = run(["-q", "analyze", str(captures), "--exclude", "shm"], capsys)
+    rc, out, _ = run_cli(["-q", "analyze", str(captures), "--exclude", "shm"], capsys)
     assert (rc, out) == (0, "")
-    rc, out, _ = run(["--verbose", "analyze", str(captures)], capsys)
+    rc, out, _ = run_cli(["--verbose", "analyze", str(captures)], capsys)
     assert re.search(r"FAIL  shm.size +gpu01", out) and re.search(r"ok    shm.size +gpu02", out)
-    rc, _, err = run(["-q", "-v", "analyze", str(captures)], capsys)
+    rc, _, err = run_cli(["-q", "-v", "analyze", str(captures)], capsys)
     assert rc == 2 and "exclude each other" in err
 
 
@@ -70,21 +59,21 @@ def test_no_color(
     captures: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FORCE_COLOR", "1")
-    _, out, _ = run(["analyze", str(captures)], capsys)
+    _, out, _ = run_cli(["analyze", str(captures)], capsys)
     assert COLOUR.search(out)  # forced to a terminal, the report is coloured...
     monkeypatch.setenv("NO_COLOR", "1")
-    _, out, _ = run(["analyze", str(captures)], capsys)
+    _, out, _ = run_cli(["analyze", str(captures)], capsys)
     assert not COLOUR.search(out) and "FAIL" in out  # ...and NO_COLOR takes the colour out
 
 
 def test_every_format_from_one_run(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["analyze", str(captures), "--junit", "r.xml", "--markdown", "r.md", "--json", "r.json"]
-    rc, out, _ = run(argv, capsys)
+    rc, out, _ = run_cli(argv, capsys)
     assert rc == 1 and out.startswith("cluster-doctor analyze")
     assert 'failures="1"' in Path("r.xml").read_text()
     assert "### FAIL: /dev/shm is only 64 MiB" in Path("r.md").read_text()
     assert json.loads(Path("r.json").read_text())["summary"]["fail"] == 1
-    rc, _, err = run(["analyze", str(captures), "--junit", "no/such/dir/r.xml"], capsys)
+    rc, _, err = run_cli(["analyze", str(captures), "--junit", "no/such/dir/r.xml"], capsys)
     assert rc == 2 and err.startswith("doctor: error: --junit no/such/dir/r.xml:")
 
 
@@ -138,7 +127,7 @@ def test_progress_verbose_quiet_and_live() -> None:
 
 
 def test_preflight_reports_progress_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = run(["--verbose", "preflight", "--deadline", "10", "-f", "json"], capsys)
+    rc, out, err = run_cli(["--verbose", "preflight", "--deadline", "10", "-f", "json"], capsys)
     assert rc in (0, 1)
     json.loads(out)  # stdout holds only the report
     assert re.search(r": probed \(\d+\.\ds\)", err)

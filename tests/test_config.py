@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from builders import MIB, raw_capture
+from builders import MIB, run_cli, write_captures
 
-from doctor.cli import app, main
+from doctor.cli import app
 from doctor.config import default_map, find_config
 from doctor.errors import UsageError
 
@@ -17,34 +17,25 @@ from doctor.errors import UsageError
 @pytest.fixture
 def captures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder with one node whose /dev/shm is 512 MiB (a warn finding); cwd is tmp_path."""
-    folder = tmp_path / "captures"
-    folder.mkdir()
-    (folder / "gpu01.json").write_text(json.dumps(raw_capture("gpu01", shm=512 * MIB)))
     monkeypatch.chdir(tmp_path)
-    return folder
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return write_captures(tmp_path / "captures", {"gpu01": 512 * MIB})
 
 
 def test_fail_on_precedence(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["analyze", str(captures)], capsys)[0] == 0  # built-in default: fail
+    assert run_cli(["analyze", str(captures)], capsys)[0] == 0  # built-in default: fail
     Path("doctor.toml").write_text('fail-on = "warn"\n')
-    assert run(["analyze", str(captures)], capsys)[0] == 1  # the file beats the default
-    assert run(["analyze", str(captures), "--fail-on", "fail"], capsys)[0] == 0  # the flag wins
+    assert run_cli(["analyze", str(captures)], capsys)[0] == 1  # the file beats the default
+    assert run_cli(["analyze", str(captures), "--fail-on", "fail"], capsys)[0] == 0  # the flag wins
 
 
 def test_command_table_beats_top_level(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
     Path("doctor.toml").write_text(
         'fail-on = "warn"\nformat = "json"\n[analyze]\nfail-on = "fail"\nexclude = ["node"]\n'
     )
-    rc, out, _ = run(["analyze", str(captures)], capsys)
+    rc, out, _ = run_cli(["analyze", str(captures)], capsys)
     assert rc == 0
     assert [o["check"] for o in json.loads(out)["outcomes"]] == ["shm.size"]
-    rc, out, _ = run(["analyze", str(captures), "--format", "text"], capsys)
+    rc, out, _ = run_cli(["analyze", str(captures), "--format", "text"], capsys)
     assert out.startswith("cluster-doctor analyze")
 
 
@@ -52,7 +43,7 @@ def test_pyproject_table_is_read(captures: Path, capsys: pytest.CaptureFixture[s
     Path("pyproject.toml").write_text(
         '[project]\nname = "x"\n[tool.cluster-doctor]\nquiet = true\n'
     )
-    rc, out, _ = run(["analyze", str(captures), "--select", "node"], capsys)
+    rc, out, _ = run_cli(["analyze", str(captures), "--select", "node"], capsys)
     assert (rc, out) == (0, "")  # quiet and clean: nothing to say
 
 
@@ -88,7 +79,7 @@ def test_bad_config_is_a_one_line_usage_error(
     captures: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
 ) -> None:
     Path("doctor.toml").write_text(text)
-    rc, _, err = run(["analyze", str(captures)], capsys)
+    rc, _, err = run_cli(["analyze", str(captures)], capsys)
     assert rc == 2
     assert len(err.strip().splitlines()) == 1
     with pytest.raises(UsageError, match=message):
@@ -101,5 +92,5 @@ def test_a_wrongly_typed_setting_is_a_usage_error(
     captures: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     Path("doctor.toml").write_text('[preflight]\ndeadline = "soon"\n')
-    rc, _, err = run(["preflight"], capsys)
+    rc, _, err = run_cli(["preflight"], capsys)
     assert rc == 2 and "deadline" in err

@@ -6,8 +6,10 @@ import contextlib
 import io
 import ipaddress
 import json
+import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from builders import ALL_CHECKS, build_report, node, sample_report
@@ -33,7 +35,30 @@ def render_all(report: Report) -> dict[str, str]:
         json_out = io.StringIO()
         with contextlib.redirect_stdout(json_out):
             emit(report, OutputOptions(Format.json, redact=True))
-    return {"text": out.getvalue(), "stdout-json": json_out.getvalue(), **rendered}
+        coloured = io.StringIO()
+        with contextlib.redirect_stdout(coloured), forced_colour():
+            emit(report, OutputOptions(Format.text, redact=True))
+    assert "\x1b[" in coloured.getvalue()
+    return {
+        "text": out.getvalue(),
+        "stdout-json": json_out.getvalue(),
+        "coloured-text": coloured.getvalue(),
+        **rendered,
+    }
+
+
+@contextlib.contextmanager
+def forced_colour() -> Iterator[None]:
+    """FORCE_COLOR=1 for the duration (hypothesis reruns the test, so no monkeypatch fixture)."""
+    before = os.environ.get("FORCE_COLOR")
+    os.environ["FORCE_COLOR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["FORCE_COLOR"]
+        else:
+            os.environ["FORCE_COLOR"] = before
 
 
 def token(name: str) -> re.Pattern[str]:
@@ -66,6 +91,11 @@ def test_loopback_root_and_times_are_kept() -> None:
         "gloo bound to 127.0.1.1 as root at 03:04:05"
     )
     assert r.text("alice@gpu01 fe80::1%eth0 aa:bb:cc:dd:ee:ff") == "user1@host1 ipv61%eth0 mac1"
+
+
+def test_names_right_after_colour_codes_are_masked() -> None:
+    r = Redactor([["gpu01"]], [])
+    assert r.text("\x1b[2mgpu01\x1b[0m on gpu01") == "\x1b[2mhost1\x1b[0m on host1"
 
 
 def test_names_are_whole_tokens_and_aliases_never_collide() -> None:
