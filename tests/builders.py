@@ -129,11 +129,24 @@ def sample_cluster() -> ClusterFacts:
     return cluster
 
 
+# Shaped like the sections the NIC and SSH-mesh stages add (a map of node to record, a
+# recommendation, a matrix, a list of failures) and a topology as a map of node to records.
 SAMPLE_SECTIONS: dict[str, Any] = {
-    "nics": [
-        {"node": "gpu01", "name": "eth0", "address": "198.18.0.1/24", "speed_mbps": 100000},
-        {"node": "gpu02", "name": "eth0", "address": "198.18.0.2/24", "speed_mbps": 100000},
-    ],
+    "nics": {
+        "nodes": {
+            "gpu01": {"nccl": "eth0", "gloo": "eth0", "address": "198.18.0.1/24"},
+            "gpu02": {"nccl": "eth0", "gloo": "docker0", "address": "198.18.0.2/24"},
+        },
+        "recommendation": {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"},
+    },
+    "ssh_mesh": {
+        "nodes": ["gpu01", "gpu02"],
+        "matrix": {"gpu01": {"gpu02": "ok"}, "gpu02": {"gpu01": "refused"}},
+        "failures": [
+            {"source": "gpu02", "target": "gpu01", "status": "refused", "message": "denied"}
+        ],
+        "not_run": {},
+    },
     "topology": {
         "gpu01": [{"gpu": 0, "nic": "mlx5_0", "path": "PIX"}],
         "gpu02": [{"gpu": 0, "nic": "mlx5_0", "path": "SYS"}],
