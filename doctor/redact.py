@@ -36,6 +36,12 @@ _ADDRESS_RE = re.compile(f"(?P<hw>{_HWADDR})|(?P<v6>{_IPV6})|(?P<v4>{_IPV4})")
 
 # Environment variables that name the user a node's probe ran as.
 USER_VARS = ("USER", "LOGNAME", "SUDO_USER")
+# Keys under which any fact area or report section names a host or a user (peers in /etc/hosts,
+# ssh_config entries, ...), so areas added later are redacted without changes here.
+HOST_KEYS = frozenset({"hostname", "fqdn", "host", "peer", "hosts", "peers"})
+USER_KEYS = frozenset({"user", "username", "login"})
+_HOSTNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")
+
 # Names that identify nobody, kept like loopback addresses ("?" is an unreadable hostname).
 KEPT_NAMES = frozenset({"root", "localhost", "localhost.localdomain", "?", ""})
 
@@ -97,8 +103,17 @@ class Redactor:
                 users.append(entry.user)
             if entry.address and not _is_address(entry.address):
                 groups.setdefault(name, [name]).append(entry.address)
+        doc = report.to_json()
+        known = {n.split(".")[0].lower(): key for key, g in groups.items() for n in g}
+        for key, value in _keyed_strings(doc):
+            if key in USER_KEYS:
+                users.append(value)
+            elif _HOSTNAME.fullmatch(value) and not _is_address(value):
+                # Another name of a node we know (its FQDN) joins that node's alias.
+                owner = known.get(value.split(".")[0].lower(), value)
+                groups.setdefault(owner, [owner]).append(value)
         redactor = cls(groups.values(), users)
-        redactor.text(json.dumps(report.to_json(), default=str))  # number addresses in order
+        redactor.text(json.dumps(doc, default=str))  # number addresses in order
         return redactor
 
     def _next(self, kind: str) -> str:
@@ -165,6 +180,18 @@ class Redactor:
         if isinstance(value, list):
             return [self.value(v) for v in value]
         return value
+
+
+def _keyed_strings(value: Any, key: str = "") -> Iterable[tuple[str, str]]:
+    """(key, string) for every string under a host or user key anywhere in a JSON value."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _keyed_strings(v, str(k).lower())
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keyed_strings(v, key)
+    elif isinstance(value, str) and value not in KEPT_NAMES and key in HOST_KEYS | USER_KEYS:
+        yield key, value
 
 
 def _is_address(text: str) -> bool:

@@ -117,7 +117,7 @@ ipv6 = st.ip_addresses(v=6).filter(
 macs = st.binary(min_size=6, max_size=6).map(lambda b: ":".join(f"{x:02x}" for x in b))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     hosts=st.lists(hostnames, min_size=2, max_size=4, unique_by=str.lower),
     user=users,
@@ -125,6 +125,8 @@ macs = st.binary(min_size=6, max_size=6).map(lambda b: ":".join(f"{x:02x}" for x
     v4=st.lists(ipv4, min_size=2, max_size=2, unique=True),
     v6=ipv6,
     mac=macs,
+    peer=hostnames,
+    peer_user=users,
 )
 def test_redact_never_leaks_what_the_facts_name(
     hosts: list[str],
@@ -133,6 +135,8 @@ def test_redact_never_leaks_what_the_facts_name(
     v4: list[ipaddress.IPv4Address],
     v6: ipaddress.IPv6Address,
     mac: str,
+    peer: str,
+    peer_user: str,
 ) -> None:
     *reachable, lost = hosts
     env = {"USER": user, "MASTER_ADDR": str(v4[0]), "SSH_CONNECTION": f"{v4[1]} 22 {v6} 22"}
@@ -143,9 +147,13 @@ def test_redact_never_leaks_what_the_facts_name(
         }
     )
     cluster.failures[lost] = NodeFailure(lost, "node.timeout", f"{lost} did not answer", str(v4[1]))
-    sections = {"nics": [{"node": h, "address": f"{v6}/64", "mac": mac} for h in reachable]}
+    sections = {
+        "nics": [{"node": h, "address": f"{v6}/64", "mac": mac} for h in reachable],
+        # Names only a stage saw (a peer in /etc/hosts, an ssh_config login).
+        "peers": [{"host": peer, "user": peer_user, "via": f"{peer}.{reachable[0]}.example"}],
+    }
     report = build_report(cluster, ALL_CHECKS, sections)
-    secrets_by_token = [*hosts, user, home_user]
+    secrets_by_token = [*hosts, user, home_user, peer, peer_user]
     addresses = [str(v4[0]), str(v4[1]), str(v6), mac]
     for fmt, text in render_all(report).items():
         for secret in secrets_by_token:
