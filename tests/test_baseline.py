@@ -76,7 +76,8 @@ def test_cli_saves_from_a_capture_and_analyze_uses_it(
     assert main(["baseline", "save", str(baseline), "--from", str(good)]) == 0
     assert json.loads(baseline.read_text())["values"]["hostname"]["value"] == "golden01"
     capsys.readouterr()
-    assert main(["analyze", str(captures), "--baseline", str(baseline), "-f", "json"]) == 0
+    argv = ["analyze", str(captures), "--select", "shm", "-f", "json"]
+    assert main([*argv, "--baseline", str(baseline)]) == 0
     doc = json.loads(capsys.readouterr().out)
     validate(doc)
     assert doc["baseline"]["node"] == "golden01"

@@ -19,6 +19,10 @@ from doctor.capture import Capture
 from doctor.facts.cluster import NodeFailure
 from doctor.progress import Progress
 
+# Exit codes and output are asserted for these checks only: other checks (present or added
+# later) judge facts these small captures do not have.
+SHM = ("--select", "shm")
+
 # An SGR sequence that sets a foreground colour (30-37, 90-97, 38;...): what NO_COLOR forbids.
 COLOUR = re.compile(r"\x1b\[(?:[0-9]+;)*(?:3[0-8]|9[0-7])(?:;[0-9]+)*m")
 
@@ -36,8 +40,8 @@ def checks_run(out: str) -> list[str]:
 def test_select_and_exclude(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run_cli(["analyze", str(captures), "-f", "json", "--select", "shm"], capsys)
     assert (rc, checks_run(out)) == (1, ["shm.size"])
-    rc, out, _ = run_cli(["analyze", str(captures), "-f", "json", "--exclude", "shm.size"], capsys)
-    assert (rc, checks_run(out)) == (0, ["node.reach"])
+    _, out, _ = run_cli(["analyze", str(captures), "-f", "json", "--exclude", "shm.size"], capsys)
+    assert "node.reach" in checks_run(out) and "shm.size" not in checks_run(out)
     rc, _, err = run_cli(["analyze", str(captures), "--select", "sh"], capsys)
     assert (
         rc == 2 and err.strip() == "doctor: error: no check matches 'sh' (see 'doctor checks list')"
@@ -45,11 +49,11 @@ def test_select_and_exclude(captures: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_quiet_and_verbose(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run_cli(["-q", "analyze", str(captures)], capsys)
+    rc, out, _ = run_cli(["-q", "analyze", str(captures), *SHM], capsys)
     assert rc == 1 and "Checks" not in out and "shm.too_small" in out
-    rc, out, _ = run_cli(["-q", "analyze", str(captures), "--exclude", "shm"], capsys)
+    rc, out, _ = run_cli(["-q", "analyze", str(captures), "--select", "node"], capsys)
     assert (rc, out) == (0, "")
-    rc, out, _ = run_cli(["--verbose", "analyze", str(captures)], capsys)
+    rc, out, _ = run_cli(["--verbose", "analyze", str(captures), *SHM], capsys)
     assert re.search(r"FAIL  shm.size +gpu01", out) and re.search(r"ok    shm.size +gpu02", out)
     rc, _, err = run_cli(["-q", "-v", "analyze", str(captures)], capsys)
     assert rc == 2 and "exclude each other" in err
@@ -59,15 +63,16 @@ def test_no_color(
     captures: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FORCE_COLOR", "1")
-    _, out, _ = run_cli(["analyze", str(captures)], capsys)
+    _, out, _ = run_cli(["analyze", str(captures), *SHM], capsys)
     assert COLOUR.search(out)  # forced to a terminal, the report is coloured...
     monkeypatch.setenv("NO_COLOR", "1")
-    _, out, _ = run_cli(["analyze", str(captures)], capsys)
+    _, out, _ = run_cli(["analyze", str(captures), *SHM], capsys)
     assert not COLOUR.search(out) and "FAIL" in out  # ...and NO_COLOR takes the colour out
 
 
 def test_every_format_from_one_run(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["analyze", str(captures), "--junit", "r.xml", "--markdown", "r.md", "--json", "r.json"]
+    argv = ["analyze", str(captures), *SHM, "--junit", "r.xml", "--markdown", "r.md"]
+    argv += ["--json", "r.json"]
     rc, out, _ = run_cli(argv, capsys)
     assert rc == 1 and out.startswith("cluster-doctor analyze")
     assert 'failures="1"' in Path("r.xml").read_text()

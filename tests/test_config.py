@@ -22,15 +22,17 @@ def captures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_fail_on_precedence(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli(["analyze", str(captures)], capsys)[0] == 0  # built-in default: fail
+    argv = ["analyze", str(captures), "--select", "shm"]
+    assert run_cli(argv, capsys)[0] == 0  # built-in default: fail
     Path("doctor.toml").write_text('fail-on = "warn"\n')
-    assert run_cli(["analyze", str(captures)], capsys)[0] == 1  # the file beats the default
-    assert run_cli(["analyze", str(captures), "--fail-on", "fail"], capsys)[0] == 0  # the flag wins
+    assert run_cli(argv, capsys)[0] == 1  # the file beats the default
+    assert run_cli([*argv, "--fail-on", "fail"], capsys)[0] == 0  # the flag wins
 
 
 def test_command_table_beats_top_level(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
     Path("doctor.toml").write_text(
-        'fail-on = "warn"\nformat = "json"\n[analyze]\nfail-on = "fail"\nexclude = ["node"]\n'
+        'fail-on = "warn"\nformat = "json"\nselect = ["shm", "node"]\n'
+        '[analyze]\nfail-on = "fail"\nexclude = ["node"]\n'
     )
     rc, out, _ = run_cli(["analyze", str(captures)], capsys)
     assert rc == 0
