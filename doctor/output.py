@@ -114,7 +114,7 @@ class OutputOptions:
 
 def _write(flag: str, path: Path, text: str) -> None:
     try:
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")  # the XML declares UTF-8; locales vary
     except OSError as exc:
         raise UsageError(f"{flag} {path}: {exc.strerror}") from None
 
