@@ -35,6 +35,7 @@ SHM_FIX = Fix(
         "shm.too_small": "/dev/shm is under 256 MiB: NCCL fails with 'failed to extend /dev/shm'",
         "shm.small": "/dev/shm is under 1 GiB: NCCL may run out of it with many GPUs or channels",
     },
+    fixes={"shm.too_small": SHM_FIX, "shm.small": SHM_FIX},
 )
 def shm_size(facts: NodeFacts) -> Iterator[Finding]:
     limits = need(facts.limits)
@@ -50,7 +51,6 @@ def shm_size(facts: NodeFacts) -> Iterator[Finding]:
         severity,
         f"/dev/shm is only {human_bytes(size)} (NCCL needs about 1 GiB with several GPUs)",
         evidence=(f"statvfs(/dev/shm): {size} bytes, {need(limits.shm_free)} free",),
-        fix=SHM_FIX,
         data={"size": size},
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import sys
@@ -11,19 +10,37 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from doctor import __version__
+from doctor.baseline import load_baseline, save_baseline
 from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
+from doctor.config import default_map, find_config
 from doctor.errors import UsageError
-from doctor.facts.cluster import NodeFailure
-from doctor.inventory import local_node
-from doctor.model import Severity
+from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.inventory import Node, local_node
+from doctor.output import (
+    BaselineOpt,
+    FailOnOpt,
+    Format,
+    FormatOpt,
+    JsonFileOpt,
+    JunitFileOpt,
+    MarkdownFileOpt,
+    OutputOptions,
+    RedactOpt,
+    Ui,
+    emit,
+    parse_fail_on,
+    set_ui,
+    stderr_console,
+    stdout_console,
+    ui,
+)
 from doctor.plugin import CheckSpec
+from doctor.progress import Progress
+from doctor.reference import render_reference
 from doctor.registry import PluginError, load_checks, select
-from doctor.render.json_report import render_json
-from doctor.render.terminal import render_text
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
 from doctor.topo.command import TopoFormat, run_topo
@@ -38,20 +55,8 @@ app = typer.Typer(
 )
 checks_app = typer.Typer(help="List the checks.", no_args_is_help=True)
 app.add_typer(checks_app, name="checks")
-
-
-class Format(str, enum.Enum):
-    text = "text"
-    json = "json"
-
-
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Report format on stdout.")]
-JsonFileOpt = Annotated[
-    Path | None, typer.Option("--json", help="Also write the JSON report to this file.")
-]
-FailOnOpt = Annotated[
-    str, typer.Option("--fail-on", help="Exit 1 on findings at or above: warn or fail.")
-]
+baseline_app = typer.Typer(help="Save a known-good node to judge drift by.", no_args_is_help=True)
+app.add_typer(baseline_app, name="baseline")
 SelectOpt = Annotated[
     list[str] | None, typer.Option("--select", help="Run only checks with this id or prefix.")
 ]
@@ -69,24 +74,6 @@ DeadlineOpt = Annotated[
 ]
 
 
-def _stdout() -> Console:
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
-
-
-def _stderr() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
-
-
-def _severity(text: str) -> Severity:
-    try:
-        severity = Severity.parse(text)
-    except ValueError as exc:
-        raise UsageError(f"--fail-on: {exc}") from None
-    if severity is Severity.INFO:
-        raise UsageError("--fail-on: expected warn or fail")
-    return severity
-
-
 def _checks(include: list[str] | None, exclude: list[str] | None) -> list[CheckSpec]:
     try:
         return select(load_checks(), include or (), exclude or ())
@@ -94,38 +81,45 @@ def _checks(include: list[str] | None, exclude: list[str] | None) -> list[CheckS
         raise UsageError(str(exc)) from None
 
 
-def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> int:
-    threshold = _severity(fail_on)
-    if json_file is not None:
-        try:
-            json_file.write_text(render_json(report))
-        except OSError as exc:
-            raise UsageError(f"--json {json_file}: {exc.strerror}") from None
-    if fmt is Format.json:
-        sys.stdout.write(render_json(report))
-    else:
-        render_text(report, _stdout())
-    return report.exit_code(threshold)
+def _gather(nodes: list[Node], spec: dict) -> dict[str, Capture | NodeFailure]:
+    """Probe the nodes with the live per-node progress display on stderr."""
+    settings = ui()
+    progress = Progress(
+        stderr_console(), [n.name for n in nodes], quiet=settings.quiet, verbose=settings.verbose
+    )
+    with progress:
+        return gather(nodes, LocalTransport(), spec, on_done=progress.done)
+
+
+def _judge(
+    command: str, cluster: ClusterFacts, specs: list[CheckSpec], baseline: Path | None
+) -> Report:
+    if baseline is not None:
+        cluster.baseline = load_baseline(baseline)
+    return Report.build(command, cluster, run_checks(specs, cluster))
 
 
 @app.command()
 def preflight(
     fmt: FormatOpt = Format.text,
     json_file: JsonFileOpt = None,
+    junit_file: JunitFileOpt = None,
+    markdown_file: MarkdownFileOpt = None,
+    redact: RedactOpt = False,
     fail_on: FailOnOpt = "fail",
     include: SelectOpt = None,
     exclude: ExcludeOpt = None,
+    baseline: BaselineOpt = None,
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
-    _severity(fail_on)
+    opts = OutputOptions(fmt, json_file, junit_file, markdown_file, redact, fail_on)
+    parse_fail_on(fail_on)
     specs = _checks(include, exclude)
     spec = probe_spec(specs, deadline=deadline, torch=torch)
-    results = gather([local_node()], LocalTransport(), spec)
-    cluster = to_cluster(results)
-    report = Report.build("preflight", cluster, run_checks(specs, cluster))
-    return _emit(report, fmt, json_file, fail_on)
+    cluster = to_cluster(_gather([local_node()], spec))
+    return emit(_judge("preflight", cluster, specs, baseline), opts)
 
 
 @app.command()
@@ -135,9 +129,35 @@ def probe(torch: TorchOpt = False, deadline: DeadlineOpt = 20.0) -> int:
     node = local_node()
     result = gather([node], LocalTransport(), spec)[node.name]
     if isinstance(result, NodeFailure):
-        _stderr().print(f"doctor: {result.summary}")
+        stderr_console().print(f"doctor: {result.summary}")
         return EXIT_INTERNAL
     sys.stdout.write(json.dumps(result.raw, indent=1, sort_keys=True) + "\n")
+    return EXIT_OK
+
+
+@baseline_app.command("save")
+def baseline_save(
+    file: Annotated[Path, typer.Argument(help="Where to write the baseline (JSON).")],
+    source: Annotated[
+        Path | None,
+        typer.Option("--from", help="Use this saved capture (<node>.json) instead of probing."),
+    ] = None,
+    torch: TorchOpt = False,
+    deadline: DeadlineOpt = 20.0,
+) -> int:
+    """Save this known-good node (or a saved capture of one) as the baseline for --baseline."""
+    if source is not None:
+        raw = load_baseline(source).capture.raw
+    else:
+        node = local_node()
+        spec = probe_spec(load_checks(), deadline=deadline, torch=torch)
+        result = _gather([node], spec)[node.name]
+        if isinstance(result, NodeFailure):
+            raise UsageError(f"cannot save a baseline: {result.summary}")
+        raw = result.raw
+    save_baseline(file, raw)
+    if not ui().quiet:
+        stderr_console().print(f"saved baseline {file}; use it with --baseline {file}")
     return EXIT_OK
 
 
@@ -156,14 +176,14 @@ def collect(
         raise UsageError(f"--save-raw {save_raw}: {exc.strerror}") from None
     spec = probe_spec(load_checks(), deadline=deadline, torch=torch)
     failed = 0
-    for name, result in gather([local_node()], LocalTransport(), spec).items():
+    for name, result in _gather([local_node()], spec).items():
         if isinstance(result, NodeFailure):
-            _stderr().print(f"doctor: {name}: {result.summary}")
             failed += 1
             continue
         path = save_raw / f"{name}.json"
         path.write_text(json.dumps(result.raw, sort_keys=True))
-        _stderr().print(f"saved {path}")
+        if not ui().quiet:
+            stderr_console().print(f"saved {path}")
     return EXIT_OK if not failed else 1
 
 
@@ -195,16 +215,20 @@ def analyze(
     ],
     fmt: FormatOpt = Format.text,
     json_file: JsonFileOpt = None,
+    junit_file: JunitFileOpt = None,
+    markdown_file: MarkdownFileOpt = None,
+    redact: RedactOpt = False,
     fail_on: FailOnOpt = "fail",
     include: SelectOpt = None,
     exclude: ExcludeOpt = None,
+    baseline: BaselineOpt = None,
 ) -> int:
     """Run the checks on saved captures, as if the nodes were probed now."""
-    _severity(fail_on)
+    opts = OutputOptions(fmt, json_file, junit_file, markdown_file, redact, fail_on)
+    parse_fail_on(fail_on)
     specs = _checks(include, exclude)
     cluster = to_cluster(load_capture_dir(folder))
-    report = Report.build("analyze", cluster, run_checks(specs, cluster))
-    return _emit(report, fmt, json_file, fail_on)
+    return emit(_judge("analyze", cluster, specs, baseline), opts)
 
 
 @app.command()
@@ -223,7 +247,7 @@ def topo(
     deadline: DeadlineOpt = 20.0,
 ) -> int:
     """GPU/NIC topology of this node: NVLink, PCIe distances, closest NIC per GPU."""
-    return run_topo(input_file, fmt, deadline, _stdout())
+    return run_topo(input_file, fmt, deadline, stdout_console())
 
 
 @checks_app.command("list")
@@ -243,10 +267,17 @@ def checks_list(fmt: FormatOpt = Format.text) -> int:
         ]
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return EXIT_OK
-    out = _stdout()
+    out = stdout_console()
     for s in specs:
         needs = f"  needs: {', '.join(s.needs)}" if s.needs else ""
         out.print(f"{s.id:<28} {s.scope:<7} {s.title}{needs}")
+    return EXIT_OK
+
+
+@checks_app.command("reference")
+def checks_reference() -> int:
+    """Every check code with its meaning and fix, as Markdown (docs/checks.md is this output)."""
+    sys.stdout.write(render_reference(load_checks()))
     return EXIT_OK
 
 
@@ -264,15 +295,37 @@ def _root(
             "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
         ),
     ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Print only what needs action; no progress."),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Every check on every node, and every node's probe."),
+    ] = False,
 ) -> None:
     """Find what will break multi-node GPU training before you launch it."""
+    if quiet and verbose:
+        raise UsageError("--quiet and --verbose exclude each other")
+    set_ui(Ui(quiet=quiet, verbose=verbose))
+
+
+def _config_defaults() -> dict | None:
+    """click's default_map from doctor.toml / pyproject.toml in the working directory."""
+    found = find_config(Path.cwd())
+    if found is None:
+        return None
+    path, table = found
+    return default_map(typer.main.get_command(app), table, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: maps every way a run can end to the documented exit codes, one line each."""
-    err = _stderr()
+    err = stderr_console()
     try:
-        rv = app(args=argv, prog_name="doctor", standalone_mode=False)
+        rv = app(
+            args=argv, prog_name="doctor", standalone_mode=False, default_map=_config_defaults()
+        )
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.TyperException as exc:

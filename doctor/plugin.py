@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from doctor.model import Finding, Missing
+from doctor.model import Finding, Fix, Missing
 
 if TYPE_CHECKING:
     from doctor.facts.cluster import ClusterFacts
@@ -43,6 +43,8 @@ class CheckSpec:
 
     ``codes`` maps every finding code the check can emit to its one-line meaning; the runner
     refuses undeclared codes so that the generated check reference can never miss one.
+    ``fixes`` maps a code to its usual fix: the check reference shows it, and the runner gives it
+    to a finding of that code that brings no fix of its own.
     ``probe_files`` and ``probe_commands`` let a plugin ask the probe for more raw data (paths to
     read; named argv lists to run) without shipping code to nodes.
     """
@@ -55,6 +57,7 @@ class CheckSpec:
     needs: tuple[str, ...] = ()
     probe_files: tuple[str, ...] = ()
     probe_commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fixes: dict[str, Fix] = field(default_factory=dict)
 
 
 def node_check(
@@ -65,11 +68,14 @@ def node_check(
     needs: tuple[str, ...] = (),
     probe_files: tuple[str, ...] = (),
     probe_commands: dict[str, tuple[str, ...]] | None = None,
+    fixes: dict[str, Fix] | None = None,
 ) -> Callable[[Callable[[NodeFacts], Iterable[Finding]]], CheckSpec]:
     """Declare a check that looks at one node's facts; ``needs`` names NodeFacts fields."""
 
     def wrap(fn: Callable[[NodeFacts], Iterable[Finding]]) -> CheckSpec:
-        return CheckSpec(id, title, "node", fn, codes, needs, probe_files, probe_commands or {})
+        return CheckSpec(
+            id, title, "node", fn, codes, needs, probe_files, probe_commands or {}, fixes or {}
+        )
 
     return wrap
 
@@ -80,10 +86,11 @@ def cluster_check(
     *,
     codes: dict[str, str],
     needs: tuple[str, ...] = (),
+    fixes: dict[str, Fix] | None = None,
 ) -> Callable[[Callable[[ClusterFacts], Iterable[Finding]]], CheckSpec]:
     """Declare a check that compares nodes or looks at cluster-wide stages (mesh, reachability)."""
 
     def wrap(fn: Callable[[ClusterFacts], Iterable[Finding]]) -> CheckSpec:
-        return CheckSpec(id, title, "cluster", fn, codes, needs)
+        return CheckSpec(id, title, "cluster", fn, codes, needs, fixes=fixes or {})
 
     return wrap

@@ -66,6 +66,9 @@ class Report:
             "findings": [jsonable(f) for f in self.findings],
             "summary": self.summary(),
         }
+        if self.cluster.baseline is not None:
+            base = self.cluster.baseline
+            doc["baseline"] = {"node": base.node, "facts": base.to_json()}
         doc.update(self.sections)
         return doc
 

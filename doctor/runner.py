@@ -35,7 +35,8 @@ def _run_one(spec: CheckSpec, subject: object, node: str | None) -> CheckOutcome
         if f.code not in spec.codes:
             return outcome(Status.CRASH, reason=f"emitted undeclared finding code {f.code!r}")
         nodes = f.nodes or ((node,) if node else ())
-        findings.append(dataclasses.replace(f, check=spec.id, nodes=nodes))
+        fix = f.fix or spec.fixes.get(f.code)
+        findings.append(dataclasses.replace(f, check=spec.id, nodes=nodes, fix=fix))
     return outcome(status_of(findings), tuple(findings))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Literal
 
 from rich.console import Console
 from rich.text import Text
@@ -21,6 +22,10 @@ _STATUS_STYLE = {
 _SEVERITY_STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
 # The order in which a check's per-node statuses decide its one line.
 _RANK = [Status.CRASH, Status.FAIL, Status.WARN, Status.PASS, Status.SKIP]
+
+# quiet: only what needs action (nothing at all on a clean run); verbose: every check on every
+# node with its time, instead of one line per check.
+Detail = Literal["quiet", "normal", "verbose"]
 
 
 def _check_line(check: str, title: str, outcomes: list[CheckOutcome], many_nodes: bool) -> Text:
@@ -62,13 +67,28 @@ def _finding_block(f: Finding) -> list[Text]:
     return lines
 
 
-def render_text(report: Report, console: Console) -> None:
+def _verbose_line(o: CheckOutcome) -> Text:
+    label, style = _STATUS_STYLE[o.status]
+    line = Text("  ")
+    line.append(f"{label:<5}", style=style)
+    line.append(f" {o.check:<24} {o.node or 'cluster'}  {o.seconds * 1000:.1f} ms")
+    if o.reason:
+        line.append(f"  {o.reason}", style="dim")
+    return line
+
+
+def render_text(report: Report, console: Console, detail: Detail = "normal") -> None:
     cluster = report.cluster
     names = cluster.names
+    needs_action = report.findings or cluster.failures or report.summary()["crash"]
+    if detail == "quiet" and not needs_action:
+        return
     header = Text()
     header.append("cluster-doctor", style="bold")
     header.append(f" {report.command} · {len(names)} node{'s' if len(names) != 1 else ''}")
     header.append(f" ({compact(names)})", style="dim")
+    if cluster.baseline is not None:
+        header.append(f" · against baseline {cluster.baseline.node}")
     console.print(header)
     for name, failure in cluster.failures.items():
         console.print(Text(f"  ! {name}: {failure.summary}", style="bold red"))
@@ -76,9 +96,14 @@ def render_text(report: Report, console: Console) -> None:
     grouped: dict[str, list[CheckOutcome]] = defaultdict(list)
     for o in report.outcomes:
         grouped[o.check].append(o)
-    console.print(Text("\nChecks", style="bold underline"))
-    for check, outcomes in grouped.items():
-        console.print(_check_line(check, outcomes[0].title, outcomes, len(names) > 1))
+    if detail == "verbose":
+        console.print(Text("\nChecks", style="bold underline"))
+        for o in report.outcomes:
+            console.print(_verbose_line(o))
+    elif detail == "normal":
+        console.print(Text("\nChecks", style="bold underline"))
+        for check, outcomes in grouped.items():
+            console.print(_check_line(check, outcomes[0].title, outcomes, len(names) > 1))
 
     if report.findings:
         console.print(Text("\nFindings", style="bold underline"))

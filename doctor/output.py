@@ -1,0 +1,146 @@
+"""What every report command shares: its output options, the global quiet/verbose switches, and
+one ``emit`` that writes the report in each asked-for format (redacted alike in all of them)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from doctor.errors import UsageError
+from doctor.model import Severity
+from doctor.redact import Redactor
+from doctor.render.json_report import render_json
+from doctor.render.junit import render_junit
+from doctor.render.markdown import render_markdown
+from doctor.render.terminal import Detail, render_text
+from doctor.report import Report
+
+
+class Format(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Report format on stdout.")]
+JsonFileOpt = Annotated[
+    Path | None, typer.Option("--json", help="Also write the JSON report to this file.")
+]
+JunitFileOpt = Annotated[
+    Path | None,
+    typer.Option("--junit", help="Also write a JUnit XML report (Jenkins, GitLab) to this file."),
+]
+MarkdownFileOpt = Annotated[
+    Path | None,
+    typer.Option("--markdown", help="Also write a Markdown report (for bug reports) here."),
+]
+RedactOpt = Annotated[
+    bool,
+    typer.Option(
+        "--redact", help="Mask hostnames, addresses and user names in every output, consistently."
+    ),
+]
+FailOnOpt = Annotated[
+    str, typer.Option("--fail-on", help="Exit 1 on findings at or above: warn or fail.")
+]
+BaselineOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--baseline", help="Judge drift against this known-good node ('doctor baseline save')."
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Ui:
+    """The global switches (``doctor --quiet ...``), set once per run by the root callback."""
+
+    quiet: bool = False
+    verbose: bool = False
+
+    @property
+    def detail(self) -> Detail:
+        return "quiet" if self.quiet else "verbose" if self.verbose else "normal"
+
+
+# Module state rather than the click context: typer gives commands no public way to reach the
+# root context without threading a ctx parameter through every command.
+_ui = Ui()
+
+
+def set_ui(settings: Ui) -> None:
+    global _ui
+    _ui = settings
+
+
+def ui() -> Ui:
+    return _ui
+
+
+def stdout_console() -> Console:
+    # Rich already honours NO_COLOR (and FORCE_COLOR) from the environment.
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+def parse_fail_on(text: str) -> Severity:
+    try:
+        severity = Severity.parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--fail-on: {exc}") from None
+    if severity is Severity.INFO:
+        raise UsageError("--fail-on: expected warn or fail")
+    return severity
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    fmt: Format = Format.text
+    json_file: Path | None = None
+    junit_file: Path | None = None
+    markdown_file: Path | None = None
+    redact: bool = False
+    fail_on: str = "fail"
+
+
+def _write(flag: str, path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")  # the XML declares UTF-8; locales vary
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: {exc.strerror}") from None
+
+
+def emit(report: Report, opts: OutputOptions) -> int:
+    """Write the report to stdout and every named file; the exit code it calls for."""
+    threshold = parse_fail_on(opts.fail_on)
+    redactor = Redactor.for_report(report) if opts.redact else None
+    redact = redactor.text if redactor else str
+
+    def as_json() -> str:
+        if redactor is None:
+            return render_json(report)
+        return json.dumps(redactor.value(report.to_json()), indent=2) + "\n"
+
+    if opts.json_file is not None:
+        _write("--json", opts.json_file, as_json())
+    if opts.junit_file is not None:
+        _write("--junit", opts.junit_file, render_junit(report, threshold, redact))
+    if opts.markdown_file is not None:
+        _write("--markdown", opts.markdown_file, redact(render_markdown(report)))
+    if opts.fmt is Format.json:
+        sys.stdout.write(as_json())
+    else:
+        console = stdout_console()
+        with console.capture() as captured:
+            render_text(report, console, ui().detail)
+        sys.stdout.write(redact(captured.get()))
+    return report.exit_code(threshold)

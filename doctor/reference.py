@@ -1,0 +1,54 @@
+"""The check reference (docs/checks.md), generated from the registry so it cannot drift.
+
+Regenerate with ``doctor checks reference > docs/checks.md`` (built-in checks only; see
+``REGENERATE``); a test fails while the committed file differs from what this writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from doctor.plugin import CheckSpec
+
+REGENERATE = "CLUSTER_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 doctor checks reference > docs/checks.md"
+
+
+def render_reference(specs: Iterable[CheckSpec]) -> str:
+    """Markdown: every check, and under it every finding code with its meaning and fix."""
+    specs = sorted(specs, key=lambda s: s.id)
+    lines = [
+        "# Check reference",
+        "",
+        f"<!-- Generated from the check registry. Do not edit; regenerate with: {REGENERATE} -->",
+        "",
+        "Every check, what it needs, and every finding code it can report with its meaning and "
+        "its usual fix. Select or exclude checks by id or dotted prefix with `--select` and "
+        "`--exclude`.",
+        "",
+        "| Check | Scope | What it checks |",
+        "|---|---|---|",
+    ]
+    lines += [f"| [`{s.id}`](#{_anchor(s.id)}) | {s.scope} | {s.title} |" for s in specs]
+    lines.append("")
+    for s in specs:
+        lines += [f"## {s.id}", "", f"{s.title}.", ""]
+        lines.append(f"- scope: {'one node at a time' if s.scope == 'node' else 'cluster-wide'}")
+        if s.needs:
+            lines.append(f"- needs facts: {', '.join(s.needs)}")
+        lines.append("")
+        for code in sorted(s.codes):
+            meaning = s.codes[code]
+            lines += [f"### `{code}`", "", meaning[:1].upper() + meaning[1:] + ".", ""]
+            fix = s.fixes.get(code)
+            if fix is None:
+                lines += ["Fix: given with the finding (it depends on what was seen).", ""]
+                continue
+            lines += [f"Fix: {fix.text}", ""]
+            if fix.commands:
+                lines += ["```sh", *fix.commands, "```", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _anchor(check_id: str) -> str:
+    """The anchor GitHub gives a ``## <id>`` heading: lower case, dots and symbols dropped."""
+    return "".join(c for c in check_id.lower() if c.isalnum() or c in "-_")
