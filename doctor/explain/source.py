@@ -1,0 +1,76 @@
+"""Stream lines out of log files (plain or gzip) with bounded memory, whatever the bytes are."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+CHUNK = 1 << 20
+# A "line" longer than this (a binary file, a progress bar without newlines) is cut: its first
+# MAX_LINE bytes are kept and the rest, up to the next newline, is dropped.
+MAX_LINE = 64 * 1024
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class LogReadError(Exception):
+    """A log could not be opened or read; the message names it."""
+
+
+def open_log(name: str) -> BinaryIO:
+    """Open ``name`` (``-`` is stdin) for reading, decompressing gzip by its magic bytes."""
+    try:
+        raw: BinaryIO = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise LogReadError(f"{name}: {exc.strerror or exc}") from None
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    try:
+        head = buffered.peek(2)[:2]
+    except OSError as exc:
+        raise LogReadError(f"{name}: {exc.strerror or exc}") from None
+    if head == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
+    return buffered
+
+
+def iter_chunks(stream: BinaryIO, name: str = "log") -> Iterator[list[bytes]]:
+    """Yield lists of whole lines (without newline), reading CHUNK bytes at a time."""
+    carry = b""
+    skipping = False  # inside an over-long line whose head was already yielded
+    while True:
+        try:
+            block = stream.read(CHUNK)
+        except (OSError, EOFError, zlib.error) as exc:
+            # A truncated or corrupt gzip still gives the lines read so far.
+            if carry and not skipping:
+                yield [carry]
+            raise LogReadError(f"{name}: {exc}") from None
+        if not block:
+            break
+        end = block.rfind(b"\n")
+        if end < 0:
+            if not skipping:
+                carry += block
+                if len(carry) > MAX_LINE:
+                    yield [carry[:MAX_LINE]]
+                    carry, skipping = b"", True
+            continue
+        head, tail = block[:end], block[end + 1 :]
+        lines = head.split(b"\n")
+        if skipping:
+            lines[0] = b""  # the rest of the over-long line
+            skipping = False
+        else:
+            lines[0] = carry + lines[0]
+        if len(lines[0]) > MAX_LINE:
+            lines[0] = lines[0][:MAX_LINE]
+        carry = tail
+        if len(carry) > MAX_LINE:
+            lines.append(carry[:MAX_LINE])
+            carry, skipping = b"", True
+        yield lines
+    if carry and not skipping:
+        yield [carry]
