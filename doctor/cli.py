@@ -216,8 +216,14 @@ def explain(
     """Read failed-job logs (NCCL, PyTorch, Gloo, Open MPI, ssh) and name the cause and the fix."""
     from doctor.explain.engine import explain as scan
     from doctor.explain.render import render_explain_json, render_explain_text
+    from doctor.explain.source import LogReadError
 
-    result = scan(logs or ["-"])
+    try:
+        result = scan(logs or ["-"])
+    except LogReadError as exc:
+        raise UsageError(str(exc)) from None
+    for problem in result.errors:
+        _stderr().print(f"doctor: {problem} (kept what was read before it)", markup=False)
     if fmt is Format.json:
         sys.stdout.write(render_explain_json(result))
     else:

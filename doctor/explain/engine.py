@@ -55,10 +55,29 @@ class Explanation:
         return sorted(hits, key=lambda h: h.order)
 
     def first_error(self) -> Hit | None:
-        """The earliest primary failure (a consequence like 'peer closed' only when nothing else)."""
+        """The earliest root-cause failure.
+
+        Consequences ('peer closed', 'unhandled system error') and the generic network messages
+        (any program's 'Connection refused') only count when nothing more specific was seen.
+        """
         ordered = self.ordered()
-        primary = [h for h in ordered if not h.signature.secondary and h.signature.severity >= Severity.WARN]
-        return (primary or ordered or [None])[0]
+        for rank in (_specific, _primary, _any):
+            chosen = [h for h in ordered if rank(h)]
+            if chosen:
+                return chosen[0]
+        return None
+
+
+def _primary(hit: Hit) -> bool:
+    return not hit.signature.secondary and hit.signature.severity >= Severity.WARN
+
+
+def _specific(hit: Hit) -> bool:
+    return _primary(hit) and hit.signature.source != "any"
+
+
+def _any(hit: Hit) -> bool:
+    return True
 
 
 class Scanner:
@@ -216,16 +235,16 @@ def context(result: Explanation) -> dict[str, Any]:
 
 
 def explain(names: Iterable[str], scanner: Scanner | None = None) -> Explanation:
-    """Scan every named log (``-`` is stdin); an unreadable file is noted, not fatal."""
+    """Scan every named log (``-`` is stdin).
+
+    A log that cannot be opened raises LogReadError; one that breaks part-way (a truncated
+    gzip) keeps what was read and is noted in ``errors``.
+    """
     scanner = scanner or Scanner()
     result = scanner.result
     for name in names:
+        stream = open_log(name)
         result.sources.append(name)
-        try:
-            stream = open_log(name)
-        except LogReadError as exc:
-            result.errors.append(str(exc))
-            continue
         line_no = 1
         try:
             for batch in iter_chunks(stream, name):

@@ -119,12 +119,6 @@ class NcclLog:
     cuda_driver: int | None = None
     processes: dict[tuple[str | None, int | None], NcclProcess] = field(default_factory=dict)
 
-    def process(self, host: str | None, pid: int | None) -> NcclProcess:
-        key = (host, pid)
-        proc = self.processes.get(key)
-        if proc is None:
-            proc = self.processes[key] = NcclProcess(host, pid)
-        return proc
 
     def feed(self, text: str, host: str | None = None, pid: int | None = None) -> bool:
         """Read one line (its launcher prefixes already stripped); True when it told us something."""
@@ -139,7 +133,12 @@ class NcclLog:
         if (d := _DRIVER.search(msg)) is not None:
             self.cuda_driver = int(d.group("v"))
             return True
-        return self._feed_process(msg, self.process(host, pid))
+        key = (host, pid)
+        proc = self.processes.get(key) or NcclProcess(host, pid)
+        if not self._feed_process(msg, proc):
+            return False
+        self.processes[key] = proc  # only processes that told us something are kept
+        return True
 
     def _feed_process(self, msg: str, proc: NcclProcess) -> bool:
         if (c := _CHANNEL.search(msg)) is not None:

@@ -23,7 +23,7 @@ _PREFIXES = [
         r"(?P<sts>[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) [\w./-]+(?:\[(?P<pid>\d+)\])?:\s"
     ),
     # glog / c10 logging: "[W1122 04:08:11.123456 12345 ProcessGroupNCCL.cpp:1234] "
-    re.compile(r"\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)? +(?P<pid>\d+) [^\]\s]+:\d+\]\s?"),
+    re.compile(r"\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?"),
     # srun -l / pdsh-style numeric task labels: "3: "
     re.compile(r"(?P<rank>\d{1,6}): (?=\S)"),
     # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) ").

@@ -37,40 +37,32 @@ def open_log(name: str) -> BinaryIO:
 
 
 def iter_chunks(stream: BinaryIO, name: str = "log") -> Iterator[list[bytes]]:
-    """Yield lists of whole lines (without newline), reading CHUNK bytes at a time."""
-    carry = b""
-    skipping = False  # inside an over-long line whose head was already yielded
+    """Yield lists of whole lines (without newline), reading at most CHUNK bytes at a time."""
+    # read1 returns what is decompressed so far, so a truncated gzip still yields its head.
+    read = getattr(stream, "read1", stream.read)
+    carry = b""  # the unfinished last line (at most MAX_LINE bytes of it)
+    cut = False  # the unfinished line is over-long: drop its bytes until the next newline
     while True:
         try:
-            block = stream.read(CHUNK)
+            block = read(CHUNK)
         except (OSError, EOFError, zlib.error) as exc:
-            # A truncated or corrupt gzip still gives the lines read so far.
-            if carry and not skipping:
+            if carry:
                 yield [carry]
             raise LogReadError(f"{name}: {exc}") from None
         if not block:
             break
         end = block.rfind(b"\n")
         if end < 0:
-            if not skipping:
+            if not cut:
                 carry += block
                 if len(carry) > MAX_LINE:
-                    yield [carry[:MAX_LINE]]
-                    carry, skipping = b"", True
+                    carry, cut = carry[:MAX_LINE], True
             continue
-        head, tail = block[:end], block[end + 1 :]
-        lines = head.split(b"\n")
-        if skipping:
-            lines[0] = b""  # the rest of the over-long line
-            skipping = False
-        else:
-            lines[0] = carry + lines[0]
-        if len(lines[0]) > MAX_LINE:
-            lines[0] = lines[0][:MAX_LINE]
-        carry = tail
+        lines = block[:end].split(b"\n")
+        lines[0] = carry if cut else (carry + lines[0])[:MAX_LINE]
+        carry, cut = block[end + 1 :], False
         if len(carry) > MAX_LINE:
-            lines.append(carry[:MAX_LINE])
-            carry, skipping = b"", True
+            carry, cut = carry[:MAX_LINE], True
         yield lines
-    if carry and not skipping:
+    if carry:
         yield [carry]
