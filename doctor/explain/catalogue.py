@@ -11,8 +11,19 @@ from typing import Any
 
 from doctor.model import Fix, Severity
 
-_FIELDS = ("code", "severity", "source", "keywords", "patterns", "summary", "meaning", "causes",
-           "fix", "commands", "link")  # fmt: skip
+_FIELDS = (
+    "code",
+    "severity",
+    "source",
+    "keywords",
+    "patterns",
+    "summary",
+    "meaning",
+    "causes",
+    "fix",
+    "commands",
+    "link",
+)
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,31 @@ def _any(hit: Hit) -> bool:
     return True
 
 
+def keyword_regex(words: Iterable[bytes]) -> bytes:
+    """One regex for many literals, as a trie: about twice as fast in `re` as a flat alternation.
+
+    Where one keyword is a prefix of another the longer one matches, so ``findall`` returns
+    whole keywords.
+    """
+    root: dict[int, Any] = {}
+    for word in words:
+        node = root
+        for byte in word:
+            node = node.setdefault(byte, {})
+        node[-1] = {}  # end of a keyword
+
+    def emit(node: dict[int, Any]) -> bytes:
+        branches = [
+            re.escape(bytes([b])) + emit(child) for b, child in sorted(node.items()) if b >= 0
+        ]
+        if not branches:
+            return b""
+        body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
+        return b"(?:" + body + b")?" if -1 in node else body
+
+    return emit(root)
+
+
 class Scanner:
     """Feed lines (bytes) in; read the Explanation out. Memory stays bounded whatever the input."""
 
@@ -93,9 +118,7 @@ class Scanner:
             by_keyword.setdefault(kw, [])
         self._by_keyword = {kw.encode(): tuple(v) for kw, v in by_keyword.items()}
         self._nccl_keywords = {kw.encode() for kw in NCCL_KEYWORDS}
-        # Longest first, so a keyword that contains another still gets found.
-        ordered = sorted(self._by_keyword, key=len, reverse=True)
-        self._trigger = re.compile(b"|".join(re.escape(k) for k in ordered))
+        self._trigger = re.compile(keyword_regex(self._by_keyword))
         self.result = Explanation()
         self._order = 0
 
@@ -138,7 +161,9 @@ class Scanner:
             self.result.hits[sig.code] = hit
         hit.count += 1
         evidence = f"{source}:{line_no}: {text.strip()[:MAX_EVIDENCE_CHARS]}"
-        if len(hit.evidence) < MAX_EVIDENCE and all(not e.endswith(text.strip()[:MAX_EVIDENCE_CHARS]) for e in hit.evidence):
+        if len(hit.evidence) < MAX_EVIDENCE and all(
+            not e.endswith(text.strip()[:MAX_EVIDENCE_CHARS]) for e in hit.evidence
+        ):
             hit.evidence.append(evidence)
         if origin.rank is not None and len(hit.ranks) < MAX_NAMES:
             hit.ranks.add(origin.rank)
@@ -161,7 +186,9 @@ def _fields(hit: Hit) -> _Fields:
     g["peer_text"] = f" (from {g['peer']})" if "peer" in g else ""
     g["addr_text"] = f" (remote {g['addr']})" if "addr" in g else ""
     g["dup_text"] = (
-        f": rank {g['a']} and rank {g['b']} on CUDA device {g['dev']}" if "a" in g and "dev" in g else ""
+        f": rank {g['a']} and rank {g['b']} on CUDA device {g['dev']}"
+        if "a" in g and "dev" in g
+        else ""
     )
     g["ver_text"] = f" ({g['va']} vs {g['vb']})" if "va" in g else ""
     return g

@@ -32,13 +32,17 @@ KEYWORDS = (
 MAX_LINKS = 4096  # per process; a 1000-rank log must not grow memory without bound
 
 _NCCL = re.compile(r"NCCL (?:INFO|WARN|ATTN|TRACE) (?P<msg>.*)")
-_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)(?P<suffix>\S*?)\+cuda(?P<cuda>\d+\.\d+)")
+_VERSION = re.compile(
+    r"NCCL version (?P<ver>\d+\.\d+\.\d+)(?P<suffix>\S*?)\+cuda(?P<cuda>\d+\.\d+)"
+)
 _DRIVER = re.compile(r"cudaDriverVersion (?P<v>\d+)")
 _ENDPOINT = re.compile(r"(?:\[\d+\])?(?P<ifname>[^:\s\[\]]+):(?P<addr>\S+?)<\d+>")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using(?P<rest>.*)")
 _SOCKET = re.compile(r"NET/Socket ?: Using(?P<rest>.*)")
 _IB = re.compile(r"NET/IB ?: Using(?P<rest>.*?)(?:; OOB (?P<oob>\S+))?\s*$")
-_IB_DEV = re.compile(r"\[\d+\](?P<dev>[^:\s]+):(?P<port>\d+)(?::[^/\s]*)?/(?P<kind>IB|RoCE|UNSPECIFIED)")
+_IB_DEV = re.compile(
+    r"\[\d+\](?P<dev>[^:\s]+):(?P<port>\d+)(?::[^/\s]*)?/(?P<kind>IB|RoCE|UNSPECIFIED)"
+)
 _NETWORK = re.compile(r"Using network (?P<net>\S+)")
 _COMM = re.compile(
     r"rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+) "
@@ -53,7 +57,7 @@ _ENV = re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s
 
 
 def transport_name(via: str) -> str:
-    """A channel's ``via`` text reduced to its transport: NET/IB/GDRDMA, NET/Socket, P2P/CUMEM, SHM."""
+    """A channel's ``via`` text as its transport: NET/IB/GDRDMA, NET/Socket, P2P/CUMEM, SHM."""
     if via.startswith("NET/"):
         net = via.split("/")[1]
         return f"NET/{net}/GDRDMA" if "/GDRDMA" in via else f"NET/{net}"
@@ -119,9 +123,8 @@ class NcclLog:
     cuda_driver: int | None = None
     processes: dict[tuple[str | None, int | None], NcclProcess] = field(default_factory=dict)
 
-
     def feed(self, text: str, host: str | None = None, pid: int | None = None) -> bool:
-        """Read one line (its launcher prefixes already stripped); True when it told us something."""
+        """Read one line (launcher prefixes stripped); True when it told us something."""
         m = _NCCL.search(text)
         if m is None:
             return False
@@ -143,7 +146,12 @@ class NcclLog:
     def _feed_process(self, msg: str, proc: NcclProcess) -> bool:
         if (c := _CHANNEL.search(msg)) is not None:
             if len(proc.links) < MAX_LINKS:
-                key = (int(c.group("ch")), int(c.group("src")), int(c.group("dst")), c.group("dir") or "")
+                key = (
+                    int(c.group("ch")),
+                    int(c.group("src")),
+                    int(c.group("dst")),
+                    c.group("dir") or "",
+                )
                 proc.links[key] = transport_name(c.group("via"))
             if proc.rank is None:
                 proc.rank = int(c.group("src")) if c.group("dir") != "receive" else None

@@ -20,7 +20,8 @@ _PREFIXES = [
     ),
     # syslog / journalctl: "Nov 22 04:08:11 host prog[123]: "
     re.compile(
-        r"(?P<sts>[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) [\w./-]+(?:\[(?P<pid>\d+)\])?:\s"
+        r"(?P<sts>[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) "
+        r"[\w./-]+(?:\[(?P<pid>\d+)\])?:\s"
     ),
     # glog / c10 logging: "[W1122 04:08:11.123456 12345 ProcessGroupNCCL.cpp:1234] "
     re.compile(r"\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?"),

@@ -41,7 +41,13 @@ def _finding_lines(index: int, f: Finding) -> list[Text]:
     head = Text(f"{index:>2}. ")
     head.append(f"{str(f.severity).upper():<4}", style=_STYLE[f.severity])
     head.append(f" {f.summary}")
-    out = [head, Text(f"      {f.code}  (seen {f.data['count']}x, first at {f.data['first_seen']})", style="dim")]
+    out = [
+        head,
+        Text(
+            f"      {f.code}  (seen {f.data['count']}x, first at {f.data['first_seen']})",
+            style="dim",
+        ),
+    ]
     out.append(Text(f"      why: {f.data['meaning']}"))
     out.extend(Text(f"      cause: {c}", style="dim") for c in f.data["causes"])
     out.extend(Text(f"      seen: {e}", style="dim") for e in f.evidence)
@@ -66,7 +72,10 @@ def _context_lines(doc: dict[str, Any]) -> list[Text]:
         if nccl["nnodes"] is not None:
             bits.append(f"nNodes {nccl['nnodes']}")
         if nccl["transports"]:
-            bits.append("transports " + ", ".join(f"{t} x{n}" for t, n in sorted(nccl["transports"].items())))
+            bits.append(
+                "transports "
+                + ", ".join(f"{t} x{n}" for t, n in sorted(nccl["transports"].items()))
+            )
         out.append(Text("  " + "; ".join(bits)))
         for p in nccl["processes"]:
             who = f"rank {p['rank']}" if p["rank"] is not None else "rank ?"
@@ -96,8 +105,13 @@ def render_explain_text(result: Explanation, console: Console) -> None:
         console.print(Text(f"{NO_SIGNATURE} in these logs.", style="bold"))
         return
     first = doc["first_error"]
-    console.print(Text(f"\n{len(found)} known failure(s), in the order they happened"
-                       f" (first: {first['code']} at {first['at']}):", style="bold"))
+    console.print(
+        Text(
+            f"\n{len(found)} known failure(s), in the order they happened"
+            f" (first: {first['code']} at {first['at']}):",
+            style="bold",
+        )
+    )
     for index, f in enumerate(found, 1):
         for line in _finding_lines(index, f):
             console.print(line)

@@ -23,10 +23,12 @@ class LogReadError(Exception):
 def open_log(name: str) -> BinaryIO:
     """Open ``name`` (``-`` is stdin) for reading, decompressing gzip by its magic bytes."""
     try:
-        raw: BinaryIO = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
+        # Both are BufferedReaders, whose peek() shows the magic bytes without consuming them.
+        buffered = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
     except OSError as exc:
         raise LogReadError(f"{name}: {exc.strerror or exc}") from None
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    if not isinstance(buffered, io.BufferedReader):
+        raise LogReadError(f"{name}: not a readable byte stream")
     try:
         head = buffered.peek(2)[:2]
     except OSError as exc:

@@ -46,7 +46,9 @@ def test_nccl_context_in_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert nccl["transports"]["NET/IB/GDRDMA"] == 1
 
 
-def test_unknown_input_says_so_and_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_input_says_so_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = tmp_path / "other.log"
     log.write_text("epoch 1 loss 0.3\nepoch 2 loss 0.2\n")
     rc, out, _ = run([str(log)], capsys)

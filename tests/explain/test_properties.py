@@ -41,18 +41,18 @@ def check(data: bytes) -> None:
     assert doc["context"]["lines"] == scanner.result.lines == context(scanner.result)["lines"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=4096))
 def test_arbitrary_bytes(data: bytes) -> None:
     check(data)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.lists(
-        st.lists(
-            st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=8)), max_size=25
-        ).map(b" ".join),
+        st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=8)), max_size=25).map(
+            b" ".join
+        ),
         max_size=30,
     ).map(b"\n".join)
 )

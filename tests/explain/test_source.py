@@ -48,5 +48,5 @@ def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
 
 
 def test_missing_file_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(LogReadError, match="nope.log: No such file"):
+    with pytest.raises(LogReadError, match=r"nope\.log: No such file"):
         open_log(str(tmp_path / "nope.log"))

@@ -14,9 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from tests.cluster.netns import Netns, unique  # noqa: E402
-
-OUT = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "real"
+from tests.cluster.netns import Netns, unique
+from tests.explain.capture.bed import OUT
 
 # argv[1]: "id" (ncclGetUniqueId only), "init" (then ncclCommInitRank as rank 1 of 2), or
 # "magic" (then connect to the bootstrap root and send bytes that are not NCCL's magic).
@@ -42,35 +41,65 @@ if sys.argv[1] == "magic" and rc == 0:
 """
 
 
-def capture(name: str, header: str, mode: str, env: dict[str, str], ns: Netns | None = None) -> None:
+def capture(
+    name: str, header: str, mode: str, env: dict[str, str], ns: Netns | None = None
+) -> None:
     full = {**os.environ, "NCCL_DEBUG": "INFO", **env}
     argv = [sys.executable, "-c", CALLER, mode]
     if ns is not None:
         argv = ns.exec_argv(argv)
-    proc = subprocess.run(argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    proc = subprocess.run(
+        argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60
+    )
     OUT.mkdir(parents=True, exist_ok=True)
     settings = " ".join(f"{k}={v}" for k, v in env.items())
-    (OUT / name).write_text(f"# captured by tests/explain/capture/{Path(__file__).name}: {header}; {settings}\n{proc.stdout}")
+    (OUT / name).write_text(
+        f"# captured by tests/explain/capture/{Path(__file__).name}: {header}; {settings}\n"
+        + proc.stdout
+    )
     print(f"saved {name}")
 
 
 def main() -> None:
     """Every scenario, in order."""
     capture("nccl-no-iface.log", "ncclGetUniqueId", "id", {"NCCL_SOCKET_IFNAME": "nosuchif0"})
-    capture("nccl-comm-id-no-subnet.log", "ncclGetUniqueId, address in no local subnet", "id",
-            {"NCCL_COMM_ID": "198.19.255.1:29500"})  # fmt: skip
-    capture("nccl-comm-id-invalid.log", "ncclGetUniqueId", "id", {"NCCL_COMM_ID": "no-such-host.invalid:29500"})
-    capture("nccl-init-no-gpu.log", "ncclCommInitRank on a machine without a GPU driver", "init",
-            {"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET"})  # fmt: skip
-    capture("nccl-wrong-magic.log", "a stranger connects to the bootstrap root", "magic", {"NCCL_SOCKET_IFNAME": "lo"})
+    capture(
+        "nccl-comm-id-no-subnet.log",
+        "ncclGetUniqueId, address in no local subnet",
+        "id",
+        {"NCCL_COMM_ID": "198.19.255.1:29500"},
+    )
+    capture(
+        "nccl-comm-id-invalid.log",
+        "ncclGetUniqueId",
+        "id",
+        {"NCCL_COMM_ID": "no-such-host.invalid:29500"},
+    )
+    capture(
+        "nccl-init-no-gpu.log",
+        "ncclCommInitRank on a machine without a GPU driver",
+        "init",
+        {"NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET"},
+    )
+    capture(
+        "nccl-wrong-magic.log",
+        "a stranger connects to the bootstrap root",
+        "magic",
+        {"NCCL_SOCKET_IFNAME": "lo"},
+    )
     # A namespace like a container with extra veths: what NCCL's bootstrap picks, for the context.
     ns = Netns(unique("cxn"))
     try:
         ns.add_veth_pair("eth0", "eth0p")  # no dummy driver here: a veth end stands for the NIC
         ns.ip("addr", "add", "198.18.5.1/24", "dev", "eth0")
         ns.add_veth_pair("vethA", "vethB")
-        capture("nccl-bootstrap-netns.log", "ncclGetUniqueId in a namespace with eth0 and a veth pair", "id",
-                {"NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET"}, ns)  # fmt: skip
+        capture(
+            "nccl-bootstrap-netns.log",
+            "ncclGetUniqueId in a namespace with eth0 and a veth pair",
+            "id",
+            {"NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET"},
+            ns,
+        )
     finally:
         ns.delete()
 

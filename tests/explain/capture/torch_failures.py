@@ -14,9 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from tests.cluster.netns import Netns, sh, unique  # noqa: E402
+from tests.cluster.netns import Netns, unique
+from tests.explain.capture.bed import Nodes
+from tests.explain.capture.bed import save as save_to
 
-OUT = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "real"
 PY = sys.executable
 
 # A tiny worker: join a Gloo group and allreduce one tensor.
@@ -24,7 +25,9 @@ WORKER = r"""
 import datetime, os, sys, time, torch, torch.distributed as dist
 rank, world = int(sys.argv[1]), int(sys.argv[2])
 timeout = datetime.timedelta(seconds=float(os.environ.get("CAP_TIMEOUT", "5")))
-dist.init_process_group("gloo", init_method=sys.argv[3], rank=rank, world_size=world, timeout=timeout)
+dist.init_process_group(
+    "gloo", init_method=sys.argv[3], rank=rank, world_size=world, timeout=timeout
+)
 if os.environ.get("CAP_STALL_RANK") == str(rank):
     time.sleep(8)
 t = torch.ones(1)
@@ -34,9 +37,7 @@ print(f"rank {rank} sum {t.item()}", flush=True)
 
 
 def save(name: str, header: str, text: str) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / name).write_text(f"# captured by tests/explain/capture/{Path(__file__).name}: {header}\n{text}")
-    print(f"saved {name} ({len(text.splitlines())} lines)")
+    save_to(__file__, name, header, text)
 
 
 def run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> str:
@@ -68,16 +69,22 @@ def gloo_op_timeout() -> None:
         for r in range(2)
     ]
     outs = [p.communicate(timeout=60)[0] for p in procs]
-    save("torch-gloo-op-timeout.log", "2 ranks on loopback, rank 1 stalls 8 s, timeout 2 s", outs[0])
+    save(
+        "torch-gloo-op-timeout.log", "2 ranks on loopback, rank 1 stalls 8 s, timeout 2 s", outs[0]
+    )
 
 
 def store_connect_timeout() -> None:
-    """MASTER_ADDR points at a port nobody listens on: the TCPStore client retries, then times out."""
+    """The store address has no listener: the TCPStore client retries, then times out."""
     code = (
         "import datetime, torch.distributed as dist\n"
         "dist.TCPStore('127.0.0.1', 29613, 2, False, timeout=datetime.timedelta(seconds=3))\n"
     )
-    save("torch-tcpstore-refused.log", "client to 127.0.0.1:29613 (nothing listening), 3 s", run([PY, "-c", code]))
+    save(
+        "torch-tcpstore-refused.log",
+        "client to 127.0.0.1:29613 (nothing listening), 3 s",
+        run([PY, "-c", code]),
+    )
 
 
 def store_wait_clients() -> None:
@@ -87,7 +94,11 @@ def store_wait_clients() -> None:
         "dist.TCPStore('127.0.0.1', 29614, 2, True, timeout=datetime.timedelta(seconds=3),"
         " wait_for_workers=True)\n"
     )
-    save("torch-tcpstore-wait-clients.log", "server for 2 on 127.0.0.1:29614, 1 joined, 3 s", run([PY, "-c", code]))
+    save(
+        "torch-tcpstore-wait-clients.log",
+        "server for 2 on 127.0.0.1:29614, 1 joined, 3 s",
+        run([PY, "-c", code]),
+    )
 
 
 def init_unreachable() -> None:
@@ -113,28 +124,33 @@ def init_unreachable() -> None:
 def torchrun_rendezvous_timeout() -> None:
     """torchrun expects 2 nodes through the c10d rendezvous; only one comes."""
     argv = [
-        PY, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-        "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29616", "--rdzv-id=cap",
-        "--rdzv-conf=join_timeout=5", "--max-restarts=0", "-m", "this",
-    ]  # fmt: skip
-    save("torch-torchrun-rdzv-timeout.log", "torchrun --nnodes=2, one node, join_timeout=5", run(argv, timeout=120))
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc-per-node=1",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=127.0.0.1:29616",
+        "--rdzv-id=cap",
+        "--rdzv-conf=join_timeout=5",
+        "--max-restarts=0",
+        "-m",
+        "this",
+    ]
+    save(
+        "torch-torchrun-rdzv-timeout.log",
+        "torchrun --nnodes=2, one node, join_timeout=5",
+        run(argv, timeout=120),
+    )
 
 
 def gloo_loopback_hostname() -> None:
     """Two namespaces whose /etc/hosts map their own hostname to 127.0.1.1 (Debian's default)."""
-    bridge = unique("cxbr")
-    nodes: list[tuple[Netns, str, str]] = []
+    cluster = Nodes("cxg", 9, 2)
+    nodes: list[tuple[Netns, str]] = []
     hosts_dirs: list[Path] = []
     try:
-        sh("ip", "link", "add", bridge, "type", "bridge")
-        sh("ip", "link", "set", bridge, "up")
-        for i in (1, 2):
-            ns = Netns(unique(f"cxg{i}"))
-            host_end = unique(f"cxh{i}")
-            sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", ns.name)
-            sh("ip", "link", "set", host_end, "master", bridge, "up")
-            ns.ip("addr", "add", f"198.18.9.{i}/24", "dev", "eth0")
-            ns.ip("link", "set", "eth0", "up")
+        for i, ns in enumerate(cluster.nodes, 1):
             hostname = f"gnode{i}"
             folder = Path("/etc/netns") / ns.name
             folder.mkdir(parents=True, exist_ok=True)
@@ -142,14 +158,25 @@ def gloo_loopback_hostname() -> None:
             (folder / "hosts").write_text(
                 f"127.0.0.1 localhost\n127.0.1.1 {hostname}\n198.18.9.1 gnode1-data\n"
             )
-            nodes.append((ns, host_end, hostname))
+            nodes.append((ns, hostname))
         init = "tcp://198.18.9.1:29617"
         procs = []
-        for rank, (ns, _, hostname) in enumerate(nodes):
+        for rank, (ns, hostname) in enumerate(nodes):
             argv = ns.exec_argv(
-                ["unshare", "--uts", "sh", "-c", f'hostname {hostname}; exec "$0" "$@"',
-                 PY, "-c", WORKER, str(rank), "2", init]
-            )  # fmt: skip
+                [
+                    "unshare",
+                    "--uts",
+                    "sh",
+                    "-c",
+                    f'hostname {hostname}; exec "$0" "$@"',
+                    PY,
+                    "-c",
+                    WORKER,
+                    str(rank),
+                    "2",
+                    init,
+                ]
+            )
             procs.append(
                 subprocess.Popen(
                     argv,
@@ -163,23 +190,25 @@ def gloo_loopback_hostname() -> None:
         text = "".join(f"[rank{r}]:{line}\n" for r, o in enumerate(outs) for line in o.splitlines())
         save(
             "torch-gloo-loopback-hostname.log",
-            "2 namespaces, hostname -> 127.0.1.1, no GLOO_SOCKET_IFNAME; lines tagged [rankN]: as torchrun --tee does",
+            "2 namespaces, hostname -> 127.0.1.1, no GLOO_SOCKET_IFNAME; "
+            "lines tagged [rankN]: as torchrun --tee does",
             text,
         )
     finally:
-        for ns, host_end, _ in nodes:
-            sh("ip", "link", "delete", host_end, check=False)
-            ns.delete()
         for folder in hosts_dirs:
             (folder / "hosts").unlink(missing_ok=True)
             folder.rmdir()
-        sh("ip", "link", "delete", bridge, check=False)
+        cluster.close()
 
 
 def plain_connect_refused() -> None:
     """A user script (no framework) dials a port nobody listens on: the generic signature."""
     code = "import socket\nsocket.create_connection(('127.0.0.1', 29618), timeout=3)\n"
-    save("python-connect-refused.log", "socket.create_connection to 127.0.0.1:29618", run([PY, "-c", code]))
+    save(
+        "python-connect-refused.log",
+        "socket.create_connection to 127.0.0.1:29618",
+        run([PY, "-c", code]),
+    )
 
 
 SCENARIOS = [
