@@ -8,31 +8,40 @@ from dataclasses import dataclass
 
 # Each pattern matches at the start of what is left; they are tried until none matches, so
 # stacked prefixes (`[1,3]<stderr>:[rank3]:[W1122 ...] host:12:34 [0] NCCL WARN`) peel in turn.
-_PREFIXES = [
+_PATTERNS = [
     # Open MPI --tag-output / --timestamp-output: [jobid,rank]<stdout>:
-    re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:\s?"),
+    r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:\s?",
     # torchrun --tee / --local-ranks-filter, and older "[default3]:" labels.
-    re.compile(r"\[(?:rank|default)\s?(?P<rank>\d+)\]:\s?"),
+    r"\[(?:rank|default)\s?(?P<rank>\d+)\]:\s?",
     # Timestamps: ISO 8601 (alone or in brackets, as NCCL's NCCL_DEBUG_TIMESTAMP_FORMAT prints).
-    re.compile(
+    (
         r"\[?(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\]?"
         r"(?:\s*[:|-])?\s+"
     ),
     # syslog / journalctl: "Nov 22 04:08:11 host prog[123]: "
-    re.compile(
+    (
         r"(?P<sts>[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) "
         r"[\w./-]+(?:\[(?P<pid>\d+)\])?:\s"
     ),
     # glog / c10 logging: "[W1122 04:08:11.123456 12345 ProcessGroupNCCL.cpp:1234] "
-    re.compile(r"\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?"),
+    r"\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?",
     # srun -l / pdsh-style numeric task labels: "3: "
-    re.compile(r"(?P<rank>\d{1,6}): (?=\S)"),
+    r"(?P<rank>\d{1,6}): (?=\S)",
     # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) ").
-    re.compile(
+    (
         r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
         r"(?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?(?=NCCL )"
     ),
 ]
+
+
+def _numbered(index: int, pattern: str) -> str:
+    """Give the pattern's groups unique names (``rank`` -> ``rank_2``) so all fit in one regex."""
+    return re.sub(r"\(\?P<(\w+)>", lambda m: f"(?P<{m.group(1)}_{index}>", pattern)
+
+
+# One alternation tries the patterns in order at the start: one C call per peel.
+_PREFIX = re.compile("|".join(f"(?:{_numbered(i, p)})" for i, p in enumerate(_PATTERNS)))
 _MAX_PEELS = 8
 
 
@@ -75,21 +84,20 @@ def strip_prefixes(line: str) -> tuple[str, Origin]:
     when: float | None = None
     rest = line.lstrip()
     for _ in range(_MAX_PEELS):
-        for rx in _PREFIXES:
-            m = rx.match(rest)
-            if m is None:
+        m = _PREFIX.match(rest)
+        if m is None or m.end() == 0:
+            break
+        for key, value in m.groupdict().items():
+            if value is None:
                 continue
-            groups = m.groupdict()
-            if groups.get("rank") is not None and rank is None:
-                rank = int(groups["rank"])
-            if groups.get("host") and host is None:
-                host = groups["host"]
-            if groups.get("pid") and pid is None:
-                pid = int(groups["pid"])
-            if groups.get("ts") and when is None:
-                when = _epoch(groups["ts"])
-            rest = rest[m.end() :]
-            break
-        else:
-            break
+            name = key.rsplit("_", 1)[0]
+            if name == "rank" and rank is None:
+                rank = int(value)
+            elif name == "host" and host is None:
+                host = value
+            elif name == "pid" and pid is None:
+                pid = int(value)
+            elif name == "ts" and when is None:
+                when = _epoch(value)
+        rest = rest[m.end() :]
     return rest, Origin(host, pid, rank, when)
