@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from doctor.explain.catalogue import Signature, catalogue
@@ -18,6 +18,7 @@ from doctor.model import Finding, Fix, Severity
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 300
 MAX_NAMES = 64  # hosts/ranks remembered per finding and in the context
+MAX_CLOCKS = 4096  # (file, rank) pairs whose last timestamp is remembered
 
 
 @dataclass
@@ -97,6 +98,12 @@ class Scanner:
         self._filter = KeywordFilter(self._by_keyword)
         self.result = Explanation()
         self._order = 0
+        # The last timestamp seen per (file, rank): a line without one is taken to be from
+        # then, so per-rank blocks of a merged log still order by time.
+        self._clock: dict[tuple[str, int | None], float] = {}
+        # First sightings made before any timestamp of their (file, rank): the next stamp of
+        # that rank bounds when they were printed, so they take it.
+        self._untimed: dict[tuple[str, int | None], list[Hit]] = {}
 
     def feed_lines(self, lines: list[bytes], source: str, first_line_no: int) -> None:
         """Scan a batch of lines; ``first_line_no`` is the 1-based number of ``lines[0]``."""
@@ -111,6 +118,7 @@ class Scanner:
         if not found:
             return
         text, origin = strip_prefixes(raw.decode("utf-8", "replace").rstrip("\r"))
+        origin = self._timed(origin, source)
         self._note_origin(origin)
         if found & self._nccl_keywords:
             self.result.nccl.feed(text, origin.host, origin.pid)
@@ -121,6 +129,17 @@ class Scanner:
             if m is not None:
                 self._record(sig, m, text, origin, source, line_no)
                 return
+
+    def _timed(self, origin: Origin, source: str) -> Origin:
+        key = (source, origin.rank)
+        if origin.time is not None:
+            if key in self._clock or len(self._clock) < MAX_CLOCKS:
+                self._clock[key] = origin.time
+            for hit in self._untimed.pop(key, ()):
+                hit.origin = replace(hit.origin, time=origin.time)
+            return origin
+        when = self._clock.get(key)
+        return origin if when is None else replace(origin, time=when)
 
     def _note_origin(self, origin: Origin) -> None:
         if origin.host and len(self.result.hosts) < MAX_NAMES:
@@ -137,6 +156,8 @@ class Scanner:
             hit = Hit(sig, groups, origin, source, line_no, self._order)
             self._order += 1
             self.result.hits[sig.code] = hit
+            if origin.time is None:
+                self._untimed.setdefault((source, origin.rank), []).append(hit)
         hit.count += 1
         evidence = f"{source}:{line_no}: {text.strip()[:MAX_EVIDENCE_CHARS]}"
         if len(hit.evidence) < MAX_EVIDENCE and all(

@@ -24,7 +24,7 @@ _PATTERNS = [
         r"[\w./-]+(?:\[(?P<pid>\d+)\])?:\s"
     ),
     # glog / c10 logging: "[W1122 04:08:11.123456 12345 ProcessGroupNCCL.cpp:1234] "
-    r"\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?",
+    r"\[?[IWEF](?P<ts>\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?)(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?",
     # srun -l / pdsh-style numeric task labels: "3: "
     r"(?P<rank>\d{1,6}): (?=\S)",
     # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) ").
@@ -63,16 +63,29 @@ class Origin:
         return ", ".join(parts)
 
 
+_STAMP = re.compile(
+    r"(?:(?P<y>\d{4})-)?(?P<mo>\d{2})-?(?P<d>\d{2})[T ](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:[.,](?P<f>\d+))?(?P<tz>Z|[+-]\d{2}:?\d{2})?"
+)
+
+
 def _epoch(stamp: str) -> float | None:
-    text = stamp.replace(",", ".").replace(" ", "T", 1)
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        when = _dt.datetime.fromisoformat(text)
-    except ValueError:
+    """Seconds since the epoch; a year-less glog stamp (``1122 04:08:11``) is taken as this year."""
+    m = _STAMP.fullmatch(stamp)
+    if m is None:
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
+    zone = _dt.timezone.utc
+    if m["tz"] and m["tz"] != "Z":
+        sign = 1 if m["tz"][0] == "+" else -1
+        digits = m["tz"][1:].replace(":", "")
+        zone = _dt.timezone(sign * _dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    year = int(m["y"]) if m["y"] else _dt.datetime.now(_dt.timezone.utc).year
+    micro = int((m["f"] or "0")[:6].ljust(6, "0"))
+    try:
+        when = _dt.datetime(year, int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]),
+                            int(m["s"]), micro, tzinfo=zone)  # fmt: skip
+    except ValueError:  # 31 February, hour 25: not a time
+        return None
     return when.timestamp()
 
 

@@ -8,6 +8,13 @@ import pytest
 
 from doctor.explain.prefix import strip_prefixes
 
+
+def this_year(*parts: int) -> float:
+    """glog stamps carry no year: the parser takes the current one."""
+    year = dt.datetime.now(dt.timezone.utc).year
+    return dt.datetime(year, *parts, tzinfo=dt.timezone.utc).timestamp()
+
+
 T = dt.datetime(2026, 11, 22, 4, 7, 59, tzinfo=dt.timezone.utc).timestamp()
 
 
@@ -50,7 +57,7 @@ T = dt.datetime(2026, 11, 22, 4, 7, 59, tzinfo=dt.timezone.utc).timestamp()
             None,
             None,
             0,
-            None,
+            this_year(11, 22, 4, 12, 24, 482596),
         ),
         (
             "[W1122 04:12:06.615173547 socket.cpp:207] [c10d] The hostname",
@@ -58,7 +65,7 @@ T = dt.datetime(2026, 11, 22, 4, 7, 59, tzinfo=dt.timezone.utc).timestamp()
             None,
             None,
             None,
-            None,
+            this_year(11, 22, 4, 12, 6, 615173),
         ),
         ("2026-11-22T04:07:59Z 3: hello", "hello", None, None, 3, T),
         (
@@ -78,3 +85,15 @@ def test_strip(
     got, origin = strip_prefixes(line)
     assert got == text
     assert (origin.host, origin.pid, origin.rank, origin.time) == (host, pid, rank, when)
+
+
+@pytest.mark.parametrize(
+    ("stamp", "when"),
+    [
+        ("2026-11-22T04:07:59+02:00 msg", T - 7200),
+        ("2026-11-22 04:07:59,000 msg", T),
+        ("2026-02-31T04:07:59Z msg", None),  # not a date: no time, no crash
+    ],
+)
+def test_timestamps(stamp: str, when: float | None) -> None:
+    assert strip_prefixes(stamp)[1].time == when

@@ -61,9 +61,9 @@ EXPECTED = {
     "real/ssh-permission-denied.log": ["ssh.permission_denied"],
     "real/ssh-unresolved.log": ["ssh.unresolved"],
     "real/torch-gloo-bogus-iface.log": ["gloo.no_address"],
-    # Ranks' outputs are concatenated (rank 0 first) and not every line has a timestamp, so the
-    # order is the file's: rank 0's timeout, then rank 1's refused dial to 127.0.1.1.
-    "real/torch-gloo-loopback-hostname.log": ["gloo.connect_failed", "gloo.loopback_address"],
+    # Ranks' outputs are concatenated (rank 0 first); time order puts rank 1's refused dial to
+    # 127.0.1.1 (04:26:13) before rank 0's connect timeout (04:26:38).
+    "real/torch-gloo-loopback-hostname.log": ["gloo.loopback_address", "gloo.connect_failed"],
     "real/torch-gloo-op-timeout.log": ["gloo.op_timeout"],
     "real/torch-init-unreachable.log": ["net.unreachable", "torch.store.connect_timeout"],
     "real/torch-tcpstore-refused.log": ["torch.store.connect_timeout"],
