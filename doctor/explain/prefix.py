@@ -9,8 +9,8 @@ from dataclasses import dataclass
 # Each pattern matches at the start of what is left; they are tried until none matches, so
 # stacked prefixes (`[1,3]<stderr>:[rank3]:[W1122 ...] host:12:34 [0] NCCL WARN`) peel in turn.
 _PATTERNS = [
-    # Open MPI --tag-output / --timestamp-output: [jobid,rank]<stdout>:
-    r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:\s?",
+    # Open MPI --tag-output: "[jobid,rank]<stdout>:"; horovodrun (Gloo): "[rank]<stdout>:".
+    r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:\s?",
     # torchrun --tee / --local-ranks-filter, and older "[default3]:" labels.
     r"\[(?:rank|default)\s?(?P<rank>\d+)\]:\s?",
     # Timestamps: ISO 8601 (alone or in brackets, as NCCL's NCCL_DEBUG_TIMESTAMP_FORMAT prints).

@@ -15,6 +15,7 @@ from tests.explain.fixtures import LOGS, scan
 
 # The codes each fixture must produce, in the order the failures happened.
 EXPECTED = {
+    "format/horovod.log": ["horovod.no_common_interface", "horovod.shut_down"],
     "format/nccl-connect-failed.log": ["nccl.socket.connect_failed"],
     "format/nccl-context-gpu.log": [],
     "format/nccl-gpu-duplicate.log": ["nccl.gpu.duplicate"],
@@ -46,6 +47,7 @@ EXPECTED = {
     "format/torch-nccl-watchdog.log": ["torch.nccl.watchdog_timeout"],
     "real/mpi-host-key-unknown.log": ["ssh.host_key_failed", "mpi.daemons_failed"],
     "real/mpi-not-enough-slots.log": ["mpi.not_enough_slots"],
+    "real/mpi-rank-exit.log": ["mpi.rank_exited"],
     "real/mpi-orted-not-found.log": ["mpi.orted_not_found", "mpi.daemons_failed"],
     "real/mpi-unreachable-host.log": ["ssh.connect_failed", "mpi.daemons_failed"],
     "real/nccl-bootstrap-netns.log": [],
@@ -158,3 +160,10 @@ def test_summaries_fill_in_what_the_line_said() -> None:
     ssh = findings(scan(LOGS / "real/mpi-unreachable-host.log"))[0]
     assert "198.18.11.77:22" in ssh.summary and "timed out" in ssh.summary
     assert all(f.severity is Severity.FAIL for f in findings(scan(LOGS / "format/nccl-ib.log")))
+
+
+def test_horovod_rank_tag_names_the_rank() -> None:
+    shut = next(
+        f for f in findings(scan(LOGS / "format/horovod.log")) if f.code == "horovod.shut_down"
+    )
+    assert shut.data["ranks"] == [1]

@@ -158,6 +158,15 @@ def main() -> None:
                 ["mpirun", "--allow-run-as-root", "-np", "4", "-H", "localhost:1", "hostname"]
             ),
         )
+        save(
+            __file__,
+            "mpi-rank-exit.log",
+            "mpirun -np 2 -H localhost:2, rank 1 exits 3",
+            bed.client(
+                ["mpirun", "--allow-run-as-root", "-np", "2", "-H", "localhost:2", "sh", "-c",
+                 'echo "rank $OMPI_COMM_WORLD_RANK up"; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && exit 3; sleep 1']
+            ),
+        )  # fmt: skip
     finally:
         bed.close()
         shutil.rmtree(tmp, ignore_errors=True)
