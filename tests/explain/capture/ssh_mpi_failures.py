@@ -24,6 +24,10 @@ from tests.cluster.netns import sh
 from tests.explain.capture.bed import Nodes, save
 
 SERVER = "198.18.11.2"
+# Run under mpirun: rank 1 exits 3, rank 0 would carry on.
+RANK_1_FAILS = (
+    'echo "rank $OMPI_COMM_WORLD_RANK up"; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && exit 3; sleep 1'
+)
 
 
 class Bed:
@@ -162,10 +166,8 @@ def main() -> None:
             __file__,
             "mpi-rank-exit.log",
             "mpirun -np 2 -H localhost:2, rank 1 exits 3",
-            bed.client(
-                ["mpirun", "--allow-run-as-root", "-np", "2", "-H", "localhost:2", "sh", "-c",
-                 'echo "rank $OMPI_COMM_WORLD_RANK up"; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && exit 3; sleep 1']
-            ),
+            bed.client(["mpirun", "--allow-run-as-root", "-np", "2", "-H", "localhost:2",
+                        "sh", "-c", RANK_1_FAILS]),
         )  # fmt: skip
     finally:
         bed.close()
