@@ -18,6 +18,7 @@ from doctor.model import Finding, Fix, Severity
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 300
 MAX_NAMES = 64  # hosts/ranks remembered per finding and in the context
+MAX_MESSAGE = 4096  # characters of a line the signatures are matched against
 MAX_CLOCKS = 4096  # (file, rank) pairs whose last timestamp is remembered
 
 
@@ -123,9 +124,11 @@ class Scanner:
         if found & self._nccl_keywords:
             self.result.nccl.feed(text, origin.host, origin.pid)
         candidates = sorted({i for kw in found for i in self._by_keyword[kw]})
+        # Real messages are short; the cut keeps any regex's worst case small on hostile lines.
+        head = text[:MAX_MESSAGE]
         for index in candidates:
             sig = self.signatures[index]
-            m = sig.match(text)
+            m = sig.match(head)
             if m is not None:
                 self._record(sig, m, text, origin, source, line_no)
                 return

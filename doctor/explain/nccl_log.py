@@ -29,7 +29,10 @@ KEYWORDS = (
     "set by environment to",
     "Init COMPLETE",
 )
-MAX_LINKS = 4096  # per process; a 1000-rank log must not grow memory without bound
+# Bounds that keep memory flat on a 10,000-rank log (or garbage that looks like one).
+MAX_PROCESSES = 1024
+MAX_LINKS = 256  # channel connections remembered per process
+MAX_ENV = 64
 
 _NCCL = re.compile(r"NCCL (?:INFO|WARN|ATTN|TRACE) (?P<msg>.*)")
 _VERSION = re.compile(
@@ -122,6 +125,7 @@ class NcclLog:
     cuda: str | None = None
     cuda_driver: int | None = None
     processes: dict[tuple[str | None, int | None], NcclProcess] = field(default_factory=dict)
+    processes_dropped: int = 0  # lines from processes beyond MAX_PROCESSES
 
     def feed(self, text: str, host: str | None = None, pid: int | None = None) -> bool:
         """Read one line (launcher prefixes stripped); True when it told us something."""
@@ -137,7 +141,12 @@ class NcclLog:
             self.cuda_driver = int(d.group("v"))
             return True
         key = (host, pid)
-        proc = self.processes.get(key) or NcclProcess(host, pid)
+        proc = self.processes.get(key)
+        if proc is None:
+            if len(self.processes) >= MAX_PROCESSES:
+                self.processes_dropped += 1
+                return False
+            proc = NcclProcess(host, pid)
         if not self._feed_process(msg, proc):
             return False
         self.processes[key] = proc  # only processes that told us something are kept
@@ -183,7 +192,8 @@ class NcclLog:
             proc.init_complete = True
             return True
         if (e := _ENV.search(msg)) is not None:
-            proc.env[e["name"]] = e["value"]
+            if e["name"] in proc.env or len(proc.env) < MAX_ENV:
+                proc.env[e["name"]] = e["value"]
             return True
         return False
 
@@ -215,6 +225,7 @@ class NcclLog:
             "nnodes": self.nnodes(),
             "transports": self.transports(),
             "processes": [p.to_json() for p in procs],
+            "processes_dropped": self.processes_dropped,
         }
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import io
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.explain.engine import Scanner, context, findings
+from doctor.explain.nccl_log import MAX_PROCESSES, NcclLog
 from doctor.explain.render import explain_json
-from doctor.explain.source import iter_chunks
+from doctor.explain.source import MAX_LINE, iter_chunks
 from tests.explain.fixtures import LOGS, body
 
 # Pieces of real and format lines, so generated input reaches the regexes, not just the filter.
@@ -58,3 +60,21 @@ def test_arbitrary_bytes(data: bytes) -> None:
 )
 def test_mixed_real_fragments(data: bytes) -> None:
     check(data)
+
+
+def test_hostile_lines_stay_fast() -> None:
+    """A maximal line repeating a signature's keyword must not make its regex backtrack for long."""
+    scanner = Scanner()
+    start = time.process_time()
+    for sig in scanner.signatures:
+        for kw in sig.keywords:
+            line = ("NCCL WARN " + (kw + " x ") * MAX_LINE)[:MAX_LINE].encode()
+            scanner.feed_lines([line] * 3, "hostile", 1)
+    assert time.process_time() - start < 10
+
+
+def test_many_fake_processes_are_bounded() -> None:
+    log = NcclLog()
+    for pid in range(MAX_PROCESSES + 50):
+        log.feed("NCCL INFO Bootstrap: Using eth0:198.18.0.1<0>", "h", pid)
+    assert len(log.processes) == MAX_PROCESSES and log.processes_dropped == 50
