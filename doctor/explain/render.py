@@ -89,6 +89,10 @@ def _context_lines(doc: dict[str, Any]) -> list[Text]:
                 nets.append("NET/IB " + " ".join(p["ib_devices"]))
             if p["network"]:
                 nets.append(f"using {p['network']}")
+            if p["transports"]:
+                nets.append(
+                    "via " + ", ".join(f"{t} x{n}" for t, n in sorted(p["transports"].items()))
+                )
             if nets:
                 out.append(Text(f"    {who} ({where}): " + "; ".join(nets), style="dim"))
     for err in doc.get("read_errors", ()):
