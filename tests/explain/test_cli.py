@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from doctor.cli import main
+from doctor.explain.render import schema as explain_schema
+from doctor.render.json_report import schema as report_schema
 from tests.explain.fixtures import LOGS, body
 
 
@@ -77,3 +80,14 @@ def test_stdin_and_binary_garbage() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert [f["code"] for f in json.loads(proc.stdout)["findings"]] == ["ssh.permission_denied"]
+
+
+@pytest.mark.parametrize("name", ["format/nccl-context-gpu.log", "real/mpi-orted-not-found.log"])
+def test_json_follows_the_shipped_schemas(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(["--format", "json", str(LOGS / name)], capsys)
+    doc = json.loads(out)
+    assert rc == 0
+    jsonschema.validate(doc, explain_schema())
+    finding_schema = {"$defs": report_schema()["$defs"], "$ref": "#/$defs/finding"}
+    for finding in doc["findings"]:
+        jsonschema.validate(finding, finding_schema)
