@@ -106,6 +106,10 @@ class Scanner:
         # that rank bounds when they were printed, so they take it.
         self._untimed: dict[tuple[str, int | None], list[Hit]] = {}
 
+    def reads(self, line: bytes) -> bool:
+        """Whether a line gets past the keyword filter (and so costs more than a scan)."""
+        return self._filter.maybe(line) is not None
+
     def feed_lines(self, lines: list[bytes], source: str, first_line_no: int) -> None:
         """Scan a batch of lines; ``first_line_no`` is the 1-based number of ``lines[0]``."""
         maybe = self._filter.maybe
