@@ -218,6 +218,8 @@ def explain(
     from doctor.explain.render import render_explain_json, render_explain_text
     from doctor.explain.source import LogReadError
 
+    if not logs and sys.stdin.isatty():
+        raise UsageError("explain: name log files, or pipe a log into 'doctor explain -'")
     try:
         result = scan(logs or ["-"])
     except LogReadError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,19 @@ def test_json_follows_the_shipped_schemas(name: str, capsys: pytest.CaptureFixtu
     finding_schema = {"$defs": report_schema()["$defs"], "$ref": "#/$defs/finding"}
     for finding in doc["findings"]:
         jsonschema.validate(finding, finding_schema)
+
+
+def test_no_logs_and_a_terminal_on_stdin_is_a_usage_error_not_a_hang() -> None:
+    primary, secondary = os.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "doctor", "explain"],
+            stdin=secondary,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert proc.returncode == 2 and "pipe a log" in proc.stderr
