@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 from doctor.explain.catalogue import Signature, catalogue
@@ -83,6 +84,12 @@ def _any(hit: Hit) -> bool:
     return True
 
 
+@cache
+def _keyword_filter(keywords: frozenset[bytes]) -> KeywordFilter:
+    # Building the filter compiles a large regex; scanners over one catalogue share it.
+    return KeywordFilter(keywords)
+
+
 class Scanner:
     """Feed lines (bytes) in; read the Explanation out. Memory stays bounded whatever the input."""
 
@@ -96,7 +103,7 @@ class Scanner:
             by_keyword.setdefault(kw, [])
         self._by_keyword = {kw.encode(): tuple(v) for kw, v in by_keyword.items()}
         self._nccl_keywords = {kw.encode() for kw in NCCL_KEYWORDS}
-        self._filter = KeywordFilter(self._by_keyword)
+        self._filter = _keyword_filter(frozenset(self._by_keyword))
         self.result = Explanation()
         self._order = 0
         # The last timestamp seen per (file, rank): a line without one is taken to be from

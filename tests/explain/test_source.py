@@ -40,7 +40,7 @@ def test_gzip_and_plain_read_the_same(tmp_path: Path) -> None:
 
 
 def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
-    data = SSH + b"".join(b"filler %d\n" % (i * 7919 % 1000003) for i in range(200_000))
+    data = SSH + b"".join(b"filler %d\n" % (i * 7919 % 1000003) for i in range(60_000))
     (tmp_path / "cut.gz").write_bytes(gzip.compress(data)[:-5000])
     result = explain([str(tmp_path / "cut.gz")])
     assert "ssh.permission_denied" in result.hits
