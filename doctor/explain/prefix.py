@@ -1,0 +1,116 @@
+"""Peel the prefixes launchers and loggers put before a message, keeping who said it and when."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass
+
+# Each pattern matches at the start of what is left; they are tried until none matches, so
+# stacked prefixes (`[1,3]<stderr>:[rank3]:[W1122 ...] host:12:34 [0] NCCL WARN`) peel in turn.
+_PATTERNS = [
+    # Open MPI --tag-output: "[jobid,rank]<stdout>:"; horovodrun (Gloo): "[rank]<stdout>:".
+    r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:\s?",
+    # torchrun --tee / --local-ranks-filter, and older "[default3]:" labels.
+    r"\[(?:rank|default)\s?(?P<rank>\d+)\]:\s?",
+    # Timestamps: ISO 8601 (alone or in brackets, as NCCL's NCCL_DEBUG_TIMESTAMP_FORMAT prints).
+    (
+        r"\[?(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\]?"
+        r"(?:\s*[:|-])?\s+"
+    ),
+    # syslog / journalctl: "Nov 22 04:08:11 host prog[123]: "
+    (
+        r"(?P<sts>[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) "
+        r"[\w./-]+(?:\[(?P<pid>\d+)\])?:\s"
+    ),
+    # glog / c10 logging: "[W1122 04:08:11.123456 12345 ProcessGroupNCCL.cpp:1234] "
+    r"\[?[IWEF](?P<ts>\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?)(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?",
+    # srun -l / pdsh-style numeric task labels: "3: "
+    r"(?P<rank>\d{1,6}): (?=\S)",
+    # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) ").
+    (
+        r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+        r"(?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?(?=NCCL )"
+    ),
+]
+
+
+def _numbered(index: int, pattern: str) -> str:
+    """Give the pattern's groups unique names (``rank`` -> ``rank_2``) so all fit in one regex."""
+    return re.sub(r"\(\?P<(\w+)>", lambda m: f"(?P<{m.group(1)}_{index}>", pattern)
+
+
+# One alternation tries the patterns in order at the start: one C call per peel.
+_PREFIX = re.compile("|".join(f"(?:{_numbered(i, p)})" for i, p in enumerate(_PATTERNS)))
+_MAX_PEELS = 8
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who printed a line and when, as far as its prefixes tell."""
+
+    host: str | None = None
+    pid: int | None = None
+    rank: int | None = None
+    time: float | None = None  # seconds since the epoch (UTC when the stamp has no zone)
+
+    def label(self) -> str:
+        parts = []
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        if self.host:
+            parts.append(f"{self.host}" + (f" pid {self.pid}" if self.pid else ""))
+        return ", ".join(parts)
+
+
+_STAMP = re.compile(
+    r"(?:(?P<y>\d{4})-)?(?P<mo>\d{2})-?(?P<d>\d{2})[T ](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:[.,](?P<f>\d+))?(?P<tz>Z|[+-]\d{2}:?\d{2})?"
+)
+
+
+def _epoch(stamp: str) -> float | None:
+    """Seconds since the epoch; a year-less glog stamp (``1122 04:08:11``) is taken as this year."""
+    m = _STAMP.fullmatch(stamp)
+    if m is None:
+        return None
+    zone = _dt.timezone.utc
+    if m["tz"] and m["tz"] != "Z":
+        sign = 1 if m["tz"][0] == "+" else -1
+        digits = m["tz"][1:].replace(":", "")
+        zone = _dt.timezone(sign * _dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    year = int(m["y"]) if m["y"] else _dt.datetime.now(_dt.timezone.utc).year
+    micro = int((m["f"] or "0")[:6].ljust(6, "0"))
+    try:
+        when = _dt.datetime(year, int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]),
+                            int(m["s"]), micro, tzinfo=zone)  # fmt: skip
+    except ValueError:  # 31 February, hour 25: not a time
+        return None
+    return when.timestamp()
+
+
+def strip_prefixes(line: str) -> tuple[str, Origin]:
+    """The message without its launcher/logger prefixes, and the origin those prefixes named."""
+    host: str | None = None
+    pid: int | None = None
+    rank: int | None = None
+    when: float | None = None
+    rest = line.lstrip()
+    for _ in range(_MAX_PEELS):
+        m = _PREFIX.match(rest)
+        if m is None or m.end() == 0:
+            break
+        for key, value in m.groupdict().items():
+            if value is None:
+                continue
+            name = key.rsplit("_", 1)[0]
+            if name == "rank" and rank is None:
+                rank = int(value)
+            elif name == "host" and host is None:
+                host = value
+            elif name == "pid" and pid is None:
+                pid = int(value)
+            elif name == "ts" and when is None:
+                when = _epoch(value)
+        rest = rest[m.end() :]
+    return rest, Origin(host, pid, rank, when)
