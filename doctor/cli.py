@@ -269,11 +269,11 @@ def explain(
     except LogReadError as exc:
         raise UsageError(str(exc)) from None
     for problem in result.errors:
-        _stderr().print(f"doctor: {problem} (kept what was read before it)", markup=False)
+        stderr_console().print(f"doctor: {problem} (kept what was read before it)", markup=False)
     if fmt is Format.json:
         sys.stdout.write(render_explain_json(result))
     else:
-        render_explain_text(result, _stdout())
+        render_explain_text(result, stdout_console())
     return EXIT_OK
 
 
