@@ -230,15 +230,22 @@ def checks_list(fmt: FormatOpt = Format.text) -> int:
     return EXIT_OK
 
 
-@app.callback(invoke_without_command=False)
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)
-    ] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         sys.stdout.write(f"cluster-doctor {__version__}\n")
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+        ),
+    ] = False,
+) -> None:
+    """Find what will break multi-node GPU training before you launch it."""
 
 
 def main(argv: list[str] | None = None) -> int:
