@@ -366,7 +366,7 @@ def resolve_hostname():
 
 
 def collect_net(p):
-    """Interfaces (sysfs, netlink via ip -j, getifaddrs), routes, resolver and NIC config files."""
+    """Interfaces (sysfs, netlink via ip -j, getifaddrs), routes, resolver, Open MPI config."""
     for name in p.listdir(NET_ROOT) or []:
         base = NET_ROOT + "/" + name
         for attr in NET_ATTRS:
@@ -383,15 +383,11 @@ def collect_net(p):
         p.run("ip-addr", ["ip", "-j", "addr", "show"])
     for path in ("/proc/net/route", "/proc/net/ipv6_route", "/proc/net/if_inet6"):
         p.read(path)
-    home = os.path.expanduser("~")
+    # Open MPI's MCA parameter files (the NCCL ones are read by collect_nccl).
     conf = [
-        "/etc/nccl.conf",
-        home + "/.nccl.conf",
-        home + "/.openmpi/mca-params.conf",
+        os.path.expanduser("~") + "/.openmpi/mca-params.conf",
         "/etc/openmpi/openmpi-mca-params.conf",
     ]
-    if os.environ.get("NCCL_CONF_FILE"):
-        conf.append(os.environ["NCCL_CONF_FILE"])
     mpirun = which("mpirun")
     if mpirun:
         prefix = os.path.dirname(os.path.dirname(os.path.realpath(mpirun)))
@@ -448,6 +444,142 @@ def collect_extra(p):
             p.commands["extra:" + name] = dict(argv=list(argv), **_error("absent", "not on PATH"))
 
 
+# -- node facts: NCCL, driver, GPUs, MPI, frameworks ---------------------------------------
+# Library calls (libnccl, libcuda, NVML) run in a child interpreter: a library that crashes or
+# hangs takes only that child with it, and the child is killed at its deadline.
+
+NCCL_MARK = "@@cluster-doctor-nccl@@"
+NCCL_LOG_ENV = {
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET",
+}
+NCCL_CALL_TIMEOUT = 4.0
+# Loads one libnccl, asks its version and a unique id (which runs NCCL's own bootstrap interface
+# selection, no GPU needed; the listening socket dies with this child), and reads the version
+# banner NCCL keeps as a literal in the binary. NCCL logs to stdout, so our result is one line
+# behind a marker and everything else is NCCL's log.
+NCCL_SNIPPET = r"""
+import ctypes, json, mmap, re, sys
+out = {}
+try:
+    with open(sys.argv[1], "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        found = re.compile(rb"NCCL version \d+\.\d+\.\d+[^\x00\s]*").search(m, 0, 64 << 20)
+        out["banner"] = found.group(0).decode("ascii", "replace") if found else None
+except Exception as exc:
+    out["banner_error"] = "%s: %s" % (type(exc).__name__, exc)
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+    code = ctypes.c_int(0)
+    out["version_rc"] = lib.ncclGetVersion(ctypes.byref(code))
+    out["version_code"] = code.value
+    sys.stdout.flush()
+    uid = ctypes.create_string_buffer(128)
+    out["unique_id_rc"] = lib.ncclGetUniqueId(uid)
+    out["unique_id_hex"] = uid.raw.hex()
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+sys.stdout.flush()
+sys.stdout.write("\n%s%s\n" % (sys.argv[2], json.dumps(out)))
+sys.stdout.flush()
+"""
+
+
+def _parallel(jobs):
+    """Run independent callables at once (each records its own result) and wait for all."""
+    threads = [threading.Thread(target=job) for job in jobs]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _site_dirs():
+    """This interpreter's import path, in order: where wheels and frameworks would be found."""
+    return [d for d in sys.path if d and os.path.isdir(d)]
+
+
+def _ldconfig(p):
+    for candidate in (which("ldconfig"), "/sbin/ldconfig", "/usr/sbin/ldconfig"):
+        if candidate and os.path.isfile(candidate):
+            return p.run("ldconfig", [candidate, "-p"])
+    p.commands["ldconfig"] = dict(argv=["ldconfig", "-p"], **_error("absent", "not found"))
+    return p.commands["ldconfig"]
+
+
+def nccl_lib_dirs(p):
+    """Every folder a libnccl or NCCL net plugin could be loaded from, listed in the capture."""
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    for site in p.value("sys.path", _site_dirs) or []:
+        # nvidia-nccl-cu12/cu13 wheels, the CUDA 13 combined wheel layout, torch's own copy;
+        # listed only under folders that hold those packages, to keep the capture small.
+        for sub in ("nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib", "torch/lib"):
+            if os.path.isdir(os.path.join(site, sub.split("/")[0])):
+                dirs.append(os.path.join(site, sub))
+    out = []
+    for folder in dirs:
+        if folder not in out:
+            out.append(folder)
+            p.listdir(folder)
+    return out
+
+
+def module_dir(p, name):
+    """Where ``import name`` would load a top-level package from, found without importing it."""
+
+    def find():
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+
+    return p.value("module:" + name, find)
+
+
+def collect_nccl(p):
+    torch = module_dir(p, "torch")
+    if torch:
+        p.read(os.path.join(torch, "version.py"))
+    ldconfig = _ldconfig(p)
+    found = []
+    for line in (ldconfig.get("stdout") or "").splitlines():
+        name, _, target = line.strip().partition(" => ")
+        if name.startswith(("libnccl.so", "libnccl-net")) and target:
+            found.append(target.strip())
+    for folder in nccl_lib_dirs(p):
+        for entry in p.listdir(folder) or []:
+            if entry.startswith("libnccl.so"):
+                found.append(os.path.join(folder, entry))
+    conf = {
+        "NCCL_CONF_FILE": os.environ.get("NCCL_CONF_FILE"),
+        "user": os.path.join(os.path.expanduser("~"), ".nccl.conf"),
+        "system": "/etc/nccl.conf",
+    }
+    p.value("nccl:conf_files", lambda: conf)
+    for path in conf.values():
+        if path:
+            p.read(path)
+    env = dict(os.environ)
+    env.update(NCCL_LOG_ENV)
+    env.pop("NCCL_DEBUG_FILE", None)  # the log must come back to us, not land in a file
+    real = {}  # type: Dict[str, str]
+    for path in found:
+        if os.path.basename(path).startswith("libnccl.so"):
+            real.setdefault(p.value("realpath:" + path, lambda x=path: os.path.realpath(x)), path)
+    _parallel(
+        [
+            lambda r=r: p.run(
+                "nccl:" + r,
+                [sys.executable, "-I", "-S", "-c", NCCL_SNIPPET, r, NCCL_MARK],
+                timeout=NCCL_CALL_TIMEOUT,
+                env=env,
+            )
+            for r in sorted(real)
+        ]
+    )
+
+
 SECTIONS = [
     ("system", collect_system),
     ("limits", collect_limits),
@@ -455,6 +587,7 @@ SECTIONS = [
     ("pci", collect_pci),
     ("net", collect_net),
     ("rdma", collect_rdma),
+    ("nccl", collect_nccl),
     ("extra", collect_extra),
 ]
 

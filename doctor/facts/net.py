@@ -123,7 +123,7 @@ class NetFacts:
     default_routes: tuple[str, ...]  # interfaces holding a default route (IPv4, then IPv6)
     hostname: str | Missing
     hostname_addrs: tuple[Resolved, ...] | Missing
-    files: dict[str, str]  # NCCL and Open MPI configuration files that exist, path -> text
+    files: dict[str, str]  # Open MPI mca-params.conf files that exist, path -> text
 
     def owner(self, address: str) -> str | None:
         """The interface holding this address, if any."""
@@ -300,10 +300,9 @@ def parse_net(cap: Capture) -> NetFacts | Missing:
     hostname, resolved = _resolved(cap)
     files = {}
     for path in cap.paths("files", "/"):
-        if path.endswith(("nccl.conf", "mca-params.conf")) or path == _conf_file(cap):
-            text = cap.file(path)
-            if isinstance(text, str):
-                files[path] = text
+        text = cap.file(path)
+        if path.endswith("mca-params.conf") and isinstance(text, str):
+            files[path] = text
     return NetFacts(
         interfaces={i.name: i for i in interfaces},
         ifaddrs=ifaddrs,
@@ -324,11 +323,6 @@ def _flags(cap: Capture, base: str, ifaddrs: tuple[IfAddr, ...], name: str) -> i
     if flags & IFF_UP and _text(cap.file(f"{base}/operstate")) in ("up", "unknown"):
         flags |= IFF_RUNNING
     return flags
-
-
-def _conf_file(cap: Capture) -> str | None:
-    env = cap.value("env")
-    return env.get("NCCL_CONF_FILE") if isinstance(env, dict) else None
 
 
 def _text(value: str | Missing) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from doctor.capture import Capture
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.net import NetFacts, parse_net
+from doctor.facts.nccl import NcclFacts, parse_nccl
 from doctor.facts.pci import PciDevice, parse_pci
 from doctor.facts.rdma import RdmaFacts, parse_rdma
 from doctor.facts.system import SystemFacts, parse_system
@@ -27,6 +28,7 @@ class NodeFacts:
     pci: list[PciDevice] | Missing
     net: NetFacts | Missing
     rdma: RdmaFacts | Missing
+    nccl: NcclFacts | Missing
 
     def to_json(self) -> dict[str, Any]:
         from doctor.jsonable import jsonable
@@ -35,7 +37,7 @@ class NodeFacts:
 
 
 # The areas a check can name in ``needs``, in report order.
-FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci", "net", "rdma")
+FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci", "net", "rdma", "nccl")
 
 
 def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
@@ -61,4 +63,5 @@ def parse_node(node: str, cap: Capture) -> NodeFacts:
         pci=guarded(parse_pci, cap, "pci"),
         net=guarded(parse_net, cap, "net"),
         rdma=guarded(parse_rdma, cap, "rdma"),
+        nccl=guarded(parse_nccl, cap, "nccl"),
     )

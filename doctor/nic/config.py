@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from doctor.facts.nccl import NcclFacts
 from doctor.facts.net import NetFacts
 
-SYSTEM_NCCL_CONF = "/etc/nccl.conf"
 SYSTEM_MCA_CONF = "/etc/openmpi/openmpi-mca-params.conf"
 
 
@@ -14,18 +14,6 @@ SYSTEM_MCA_CONF = "/etc/openmpi/openmpi-mca-params.conf"
 class Setting:
     value: str
     source: str  # "env" or the config file it came from
-
-
-def parse_nccl_conf(text: str) -> dict[str, str]:
-    """NCCL's setEnvFile() (src/misc/param.cc): NAME=VALUE lines, '#' lines skipped, no trimming."""
-    out: dict[str, str] = {}
-    for line in text.split("\n"):
-        if not line or line.startswith("#"):
-            continue
-        name, sep, value = line.partition("=")
-        if sep and name:
-            out.setdefault(name, value)
-    return out
 
 
 def parse_mca_conf(text: str) -> dict[str, str]:
@@ -41,17 +29,16 @@ def parse_mca_conf(text: str) -> dict[str, str]:
     return out
 
 
-def nccl_settings(env: dict[str, str], net: NetFacts) -> dict[str, Setting]:
+def nccl_settings(env: dict[str, str], nccl: NcclFacts | None) -> dict[str, Setting]:
     """NCCL_* as NCCL sees them: env > $NCCL_CONF_FILE (else ~/.nccl.conf) > /etc/nccl.conf.
 
     NCCL loads the files with setenv(name, value, 0), so whatever is already set wins.
     """
     out = {k: Setting(v, "env") for k, v in env.items() if k.startswith("NCCL_")}
-    user = env.get("NCCL_CONF_FILE") or (env["HOME"] + "/.nccl.conf" if "HOME" in env else None)
-    for path in (user, SYSTEM_NCCL_CONF):
-        if path and path in net.files:
-            for name, value in parse_nccl_conf(net.files[path]).items():
-                out.setdefault(name, Setting(value, path))
+    for conf in nccl.conf_files if nccl is not None else ():
+        if isinstance(conf.settings, tuple):
+            for name, value in conf.settings:
+                out.setdefault(name, Setting(value, conf.path))
     return out
 
 

@@ -263,16 +263,33 @@ _NCCL_WARN = re.compile(r"NCCL WARN (?P<msg>.*)$", re.M)
 
 
 @dataclass(frozen=True)
-class LibraryBootstrap:
+class LoggedBootstrap:
     interface: str | None
     address: str | None
     warning: str | None  # the first NCCL WARN line, when the library found nothing
 
 
-def parse_bootstrap_log(text: str) -> LibraryBootstrap:
+def parse_bootstrap_log(text: str) -> LoggedBootstrap:
     m = _BOOTSTRAP.search(text)
     warn = _NCCL_WARN.search(text)
     if m:
         addr = m.group("addr").split("%", 1)[0]
-        return LibraryBootstrap(m.group("iface"), addr, None)
-    return LibraryBootstrap(None, None, warn.group("msg").strip() if warn else None)
+        return LoggedBootstrap(m.group("iface"), addr, None)
+    return LoggedBootstrap(None, None, warn.group("msg").strip() if warn else None)
+
+
+@dataclass(frozen=True)
+class LibraryBootstrap:
+    """What the real libnccl chose: its log line, and the address inside its unique id."""
+
+    logged: LoggedBootstrap
+    id_address: IdAddress | None
+    id_interface: str | None  # the local interface holding the id's address
+
+    @property
+    def interface(self) -> str | None:
+        return self.logged.interface or self.id_interface
+
+    @property
+    def address(self) -> str | None:
+        return self.logged.address or (self.id_address.address if self.id_address else None)

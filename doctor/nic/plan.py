@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.facts.net import Interface, NetFacts
+from doctor.facts.net import AF_INET, Interface, NetFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.rdma import RdmaFacts
 from doctor.model import Missing
@@ -40,6 +40,7 @@ class NicPlan:
     socket: Selection
     ib: IbChoice | None
     library: LibraryBootstrap | None  # what the real libnccl chose on the node, when it ran
+    library_path: str | None
     gloo: SocketChoice
     tp: SocketChoice
     mpi_btl: MpiChoice
@@ -100,7 +101,8 @@ def plan_node(facts: NodeFacts) -> NicPlan | Missing:
     if isinstance(net, Missing):
         return net
     env = facts.env if isinstance(facts.env, dict) else {}
-    settings = nccl_settings(env, net)
+    settings = nccl_settings(env, facts.nccl if not isinstance(facts.nccl, Missing) else None)
+    lib = library.pick(facts)
     version = library.nccl_version(facts)
     rdma = facts.rdma if isinstance(facts.rdma, RdmaFacts) else None
     mca = mca_settings(env, net)
@@ -113,6 +115,7 @@ def plan_node(facts: NodeFacts) -> NicPlan | Missing:
         socket=select(net, settings, version, bootstrap=False),
         ib=ib_choice(rdma, settings) if rdma is not None else None,
         library=library.bootstrap(facts),
+        library_path=lib.path if lib else None,
         gloo=gloo_choice(net, env),
         tp=tp_choice(net, env),
         mpi_btl=mpi_choice(net, mca, "btl_tcp"),
@@ -156,11 +159,19 @@ def plan_json(plan: NicPlan) -> dict[str, Any]:
             "ports": [f"{p.hca}:{p.port}/{p.transport}" for p in plan.ib.ports],
         }
     if plan.library is not None:
+        lib_id = plan.library.id_address
         nccl["library"] = {
+            "path": plan.library_path,
             "bootstrap": {
                 "interface": plan.library.interface,
                 "address": plan.library.address,
-                "warning": plan.library.warning,
+                "warning": plan.library.logged.warning,
+            },
+            "unique_id": {
+                "family": _family(lib_id.family) if lib_id else None,
+                "address": lib_id.address if lib_id else None,
+                "port": lib_id.port if lib_id else None,
+                "interface": plan.library.id_interface,
             },
             "agrees": agrees(plan),
         }
@@ -190,6 +201,10 @@ def plan_json(plan: NicPlan) -> dict[str, Any]:
         },
         "recommendation": plan.recommendation(),
     }
+
+
+def _family(family: int) -> str:
+    return "AF_INET" if family == AF_INET else "AF_INET6"
 
 
 def agrees(plan: NicPlan) -> bool | None:
