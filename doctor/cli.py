@@ -20,6 +20,7 @@ from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import local_node
 from doctor.model import Severity
+from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.plugin import CheckSpec
 from doctor.registry import PluginError, load_checks, select
 from doctor.render.json_report import render_json
@@ -124,7 +125,35 @@ def preflight(
     results = gather([local_node()], LocalTransport(), spec)
     cluster = to_cluster(results)
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
+    report.sections["nics"] = nics_section(cluster)
     return _emit(report, fmt, json_file, fail_on)
+
+
+@app.command()
+def nics(
+    fmt: FormatOpt = Format.text,
+    export: Annotated[
+        bool, typer.Option("--export", help="Print only shell lines to eval (export ...).")
+    ] = False,
+    fail_on: FailOnOpt = "fail",
+    deadline: DeadlineOpt = 20.0,
+) -> int:
+    """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
+    _severity(fail_on)
+    specs = _checks(["nics", "rdma", "limits.memlock"], None)
+    cluster = to_cluster(gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline)))
+    if export:
+        lines = export_lines(plans(cluster))
+        if not lines:
+            _stderr().print("doctor: no interface with a routable address", markup=False)
+            return 1
+        sys.stdout.write("\n".join(lines) + "\n")
+        return EXIT_OK
+    report = Report.build("nics", cluster, run_checks(specs, cluster))
+    report.sections["nics"] = nics_section(cluster)
+    if fmt is Format.text:
+        render_table(plans(cluster), _stdout())
+    return _emit(report, fmt, None, fail_on)
 
 
 @app.command()
