@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from doctor.facts.net import AF_INET, IFF_UP, NetFacts
+from doctor.model import Missing
 from doctor.nic.config import Setting
 from doctor.nic.grammar import MpiList, parse_gloo_list, parse_mpi_list
 
@@ -41,12 +42,13 @@ def lookup_iface(net: NetFacts, name: str) -> Binding:
 
 def by_hostname(net: NetFacts, what: str) -> SocketChoice:
     """No interface named: resolve the hostname and bind the first address that binds."""
-    if not net.hostname_addrs:
+    resolved = net.hostname_addrs
+    if isinstance(resolved, Missing) or not resolved:
         return SocketChoice(
             f"{what} unset; hostname {net.hostname} does not resolve",
             (Binding("lo", "127.0.0.1", "falls back to the loopback address"),),
         )
-    for r in net.hostname_addrs:
+    for r in resolved:
         if r.bindable:
             rule = f"{what} unset; hostname {net.hostname} resolves to {r.address}"
             return SocketChoice(rule, (Binding(net.owner(r.address), r.address),))
