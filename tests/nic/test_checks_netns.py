@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from checks.nics import gloo_iface, mpi_iface, nccl_iface, nic_cluster, two_in_subnet
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
+from doctor.model import Missing
 from doctor.nic.render import cluster_recommendation, plans
 from tests.cluster.netns import Netns, netns
 from tests.nic.scenarios import facts_in, library_choice, no_dad, plan_in, predicted
@@ -157,3 +159,44 @@ def test_names_differ_between_nodes() -> None:
     )
     assert cluster_codes(cluster) == {"nic.names_differ"}
     assert cluster_recommendation(plans(cluster)) == {"NCCL_SOCKET_IFNAME": "=ens5,eth0"}
+
+
+def no_carrier_first(ns: Netns) -> None:
+    """eth1 is up but its peer is down (no carrier), and it comes before eth0."""
+    ns.add_veth_pair("eth1", "eth1p")
+    ns.ip("addr", "add", "198.18.9.1/24", "dev", "eth1")
+    ns.ip("link", "set", "eth1p", "down")
+    ns.add_nic("eth0", "198.18.1.1/24")
+
+
+def with_nccl_version(facts: NodeFacts, version: str) -> NodeFacts:
+    """SYNTHETIC: the same node as if its libnccl were another release (only 2.32 is here)."""
+    nccl = facts.nccl
+    assert not isinstance(nccl, Missing)
+    libs = tuple(dataclasses.replace(lib, version=version) for lib in nccl.libraries)
+    return dataclasses.replace(facts, nccl=dataclasses.replace(nccl, libraries=libs))
+
+
+def test_interface_without_carrier() -> None:
+    facts = built(no_carrier_first)
+    plan = plan_in_facts(facts)
+    # The real 2.32 library skips eth1 (no IFF_RUNNING), as predicted.
+    assert library_choice(plan) == predicted(plan) == "eth0"
+    old = with_nccl_version(facts, "2.27.7")
+    old_plan = plan_in_facts(old)
+    assert predicted(old_plan) == "eth1"
+    found = node_codes(nccl_iface, old)
+    # The library on the node (really 2.32) disagrees with the 2.27 rules: that is a finding too.
+    assert {"nccl.iface.down", "nccl.library.disagrees"} <= found
+
+
+def test_slow_link_where_the_speed_is_known() -> None:
+    facts = built(lambda ns: ns.add_nic("eth0", "198.18.1.1/24"))
+    net = facts.net
+    assert not isinstance(net, Missing)
+    # SYNTHETIC speed: veths report a fake 10000 that the facts drop; a 1 GbE NIC says 1000.
+    slow = dataclasses.replace(net.interfaces["eth0"], kind="physical", speed_mbps=1000)
+    facts = dataclasses.replace(
+        facts, net=dataclasses.replace(net, interfaces={**net.interfaces, "eth0": slow})
+    )
+    assert node_codes(nccl_iface, facts) == {"nccl.iface.slow"}
