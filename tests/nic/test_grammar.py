@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.nic.grammar import (
@@ -15,6 +15,9 @@ from doctor.nic.grammar import (
     parse_mpi_list,
     parse_nccl_list,
 )
+
+# No per-example deadline: a loaded, shared CI machine must not turn these into flakes.
+no_deadline = settings(deadline=None)
 
 # Characters that matter to the grammars, plus ordinary name characters.
 ALPHABET = st.sampled_from(list("^=:,e0th1ib_ -"))
@@ -59,12 +62,14 @@ def reference_tokens(value: str) -> list[tuple[str, int]]:
     return out
 
 
+@no_deadline
 @given(VALUES)
 def test_nccl_tokens_match_nccls_own_loop(value: str) -> None:
     parsed = parse_nccl_list(value)
     assert [(t.name, t.port) for t in parsed.tokens] == reference_tokens(value)
 
 
+@no_deadline
 @given(st.text(max_size=80))
 def test_nccl_parser_never_raises(value: str) -> None:
     parsed = parse_nccl_list(value)
@@ -72,17 +77,20 @@ def test_nccl_parser_never_raises(value: str) -> None:
     assert len(parsed.tokens) <= NCCL_MAX_TOKENS
 
 
+@no_deadline
 @given(VALUES.filter(lambda v: not v.startswith("^")), NAMES)
 def test_caret_inverts_the_whole_list(value: str, name: str) -> None:
     assert parse_nccl_list("^" + value).matches(name) != parse_nccl_list(value).matches(name)
 
 
+@no_deadline
 @given(st.lists(NAMES, min_size=1, max_size=5), NAMES)
 def test_exact_lists_match_whole_names_only(names: list[str], name: str) -> None:
     parsed = parse_nccl_list("=" + ",".join(names))
     assert parsed.matches(name) == (name in names)
 
 
+@no_deadline
 @given(st.lists(NAMES, min_size=1, max_size=5), NAMES)
 def test_prefix_lists_match_prefixes(names: list[str], name: str) -> None:
     assert parse_nccl_list(",".join(names)).matches(name) == any(name.startswith(n) for n in names)
@@ -120,6 +128,7 @@ def test_one_character_values_are_ignored_by_nccl() -> None:
     assert nccl_list_active("=e") and not nccl_list_active(None)
 
 
+@no_deadline
 @given(st.text(max_size=40))
 def test_gloo_list_is_a_plain_comma_split(value: str) -> None:
     parsed = parse_gloo_list(value)
@@ -128,6 +137,7 @@ def test_gloo_list_is_a_plain_comma_split(value: str) -> None:
         assert parsed.problems
 
 
+@no_deadline
 @given(st.text(max_size=60))
 def test_mpi_parser_never_raises(value: str) -> None:
     parse_mpi_list(value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from checks.nics import nccl_iface
 from checks.rdma import memlock, rdma_state
 from doctor.capture import Capture
 from doctor.facts.limits import Rlimit
@@ -73,3 +74,15 @@ def test_memlock_skips_without_rdma() -> None:
         assert "no RDMA devices" in skip.reason
     else:
         raise AssertionError("expected a skip")
+
+
+def test_ib_hca_that_selects_nothing() -> None:
+    facts = node("n1", rdma=parse_rdma(Capture(ib_raw())))
+    assert "nccl.ib.no_match" not in {f.code for f in nccl_iface.fn(facts)}
+    wrong = dataclasses.replace(facts, env={**facts.env, "NCCL_IB_HCA": "=mlx5_9"})
+    found = [f for f in nccl_iface.fn(wrong) if f.code == "nccl.ib.no_match"]
+    assert len(found) == 1 and str(found[0].severity) == "warn"
+    forced = dataclasses.replace(wrong, env={**wrong.env, "NCCL_NET": "IB"})
+    assert [str(f.severity) for f in nccl_iface.fn(forced) if f.code == "nccl.ib.no_match"] == [
+        "fail"
+    ]
