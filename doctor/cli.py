@@ -19,6 +19,7 @@ from doctor.config import default_map, find_config
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts, NodeFailure
 from doctor.inventory import Node, local_node
+from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.output import (
     BaselineOpt,
     FailOnOpt,
@@ -96,7 +97,9 @@ def _judge(
 ) -> Report:
     if baseline is not None:
         cluster.baseline = load_baseline(baseline)
-    return Report.build(command, cluster, run_checks(specs, cluster))
+    report = Report.build(command, cluster, run_checks(specs, cluster))
+    report.sections["nics"] = nics_section(cluster)
+    return report
 
 
 @app.command()
@@ -120,6 +123,32 @@ def preflight(
     spec = probe_spec(specs, deadline=deadline, torch=torch)
     cluster = to_cluster(_gather([local_node()], spec))
     return emit(_judge("preflight", cluster, specs, baseline), opts)
+
+
+@app.command()
+def nics(
+    fmt: FormatOpt = Format.text,
+    export: Annotated[
+        bool, typer.Option("--export", help="Print only shell lines to eval (export ...).")
+    ] = False,
+    fail_on: FailOnOpt = "fail",
+    deadline: DeadlineOpt = 20.0,
+) -> int:
+    """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
+    parse_fail_on(fail_on)
+    specs = _checks(["nics", "rdma", "limits.memlock"], None)
+    cluster = to_cluster(_gather([local_node()], probe_spec(specs, deadline=deadline)))
+    if export:
+        lines = export_lines(plans(cluster))
+        if not lines:
+            stderr_console().print("doctor: no interface with a routable address", markup=False)
+            return 1
+        sys.stdout.write("\n".join(lines) + "\n")
+        return EXIT_OK
+    report = _judge("nics", cluster, specs, None)
+    if fmt is Format.text:
+        render_table(plans(cluster), stdout_console())
+    return emit(report, OutputOptions(fmt=fmt, fail_on=fail_on))
 
 
 @app.command()

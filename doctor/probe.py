@@ -408,6 +408,168 @@ def collect_topo(p):
     p.value("nvml:topology", _nvml_topology)
 
 
+# -- network interfaces and RDMA (NIC selection) -------------------------------------------
+NET_ROOT = "/sys/class/net"
+IB_ROOT = "/sys/class/infiniband"
+NET_ATTRS = (
+    "type",
+    "flags",
+    "mtu",
+    "carrier",
+    "speed",
+    "operstate",
+    "ifindex",
+    "iflink",
+    "tun_flags",
+)
+
+
+def _sockaddr(ctypes, ptr):
+    """(family, address text, IPv6 scope id) of a struct sockaddr pointer, or None."""
+    if not ptr:
+        return None
+    family = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_ushort))[0]
+    raw = ctypes.string_at(ptr, 28)
+    if family == socket.AF_INET:
+        return family, socket.inet_ntop(socket.AF_INET, raw[4:8]), 0
+    if family == socket.AF_INET6:
+        scope = int.from_bytes(raw[24:28], sys.byteorder)
+        return family, socket.inet_ntop(socket.AF_INET6, raw[8:24]), scope
+    return None
+
+
+def getifaddrs():
+    """libc getifaddrs() in its own order: the exact list NCCL and Gloo walk."""
+    import ctypes
+    import ctypes.util
+
+    class Ifaddrs(ctypes.Structure):
+        pass
+
+    Ifaddrs._fields_ = [
+        ("ifa_next", ctypes.POINTER(Ifaddrs)),
+        ("ifa_name", ctypes.c_char_p),
+        ("ifa_flags", ctypes.c_uint),
+        ("ifa_addr", ctypes.c_void_p),
+        ("ifa_netmask", ctypes.c_void_p),
+        ("ifa_ifu", ctypes.c_void_p),
+        ("ifa_data", ctypes.c_void_p),
+    ]
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    head = ctypes.POINTER(Ifaddrs)()
+    if libc.getifaddrs(ctypes.byref(head)) != 0:
+        raise OSError(ctypes.get_errno(), "getifaddrs failed")
+    out = []
+    try:
+        node = head
+        while node:
+            ifa = node.contents
+            addr = _sockaddr(ctypes, ifa.ifa_addr)
+            if addr is not None:
+                mask = _sockaddr(ctypes, ifa.ifa_netmask)
+                out.append(
+                    {
+                        "name": ifa.ifa_name.decode("utf-8", "replace"),
+                        "flags": ifa.ifa_flags,
+                        "family": addr[0],
+                        "address": addr[1],
+                        "netmask": mask[1] if mask else None,
+                        "scope_id": addr[2],
+                    }
+                )
+            node = ifa.ifa_next
+    finally:
+        libc.freeifaddrs(head)
+    return out
+
+
+def resolve_hostname():
+    """What Gloo and TensorPipe do without an interface: resolve the hostname, try to bind."""
+    out = []
+    name = socket.gethostname()
+    for family, _kind, _proto, _canon, sockaddr in socket.getaddrinfo(
+        name, None, socket.AF_UNSPEC, socket.SOCK_STREAM
+    ):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.bind((sockaddr[0], 0, *sockaddr[2:]))
+            bindable = True
+        except OSError:
+            bindable = False
+        finally:
+            sock.close()
+        out.append({"family": family, "address": sockaddr[0], "bindable": bindable})
+    return {"hostname": name, "addresses": out}
+
+
+def collect_net(p):
+    """Interfaces (sysfs, netlink via ip -j, getifaddrs), routes, resolver, Open MPI config."""
+    for name in p.listdir(NET_ROOT) or []:
+        base = NET_ROOT + "/" + name
+        for attr in NET_ATTRS:
+            p.read(base + "/" + attr)
+        for link in ("device", "device/driver", "master"):
+            p.readlink(base + "/" + link)
+        p.read(base + "/device/numa_node")
+        for marker in ("bridge", "brport", "bonding", "bonding_slave"):
+            p.value("exists:" + base + "/" + marker, lambda m=base + "/" + marker: os.path.isdir(m))
+    p.value("getifaddrs", getifaddrs)
+    p.value("resolve:hostname", resolve_hostname)
+    if which("ip"):
+        p.run("ip-link", ["ip", "-j", "-d", "link", "show"])
+        p.run("ip-addr", ["ip", "-j", "addr", "show"])
+    for path in ("/proc/net/route", "/proc/net/ipv6_route", "/proc/net/if_inet6"):
+        p.read(path)
+    # Open MPI's MCA parameter files (the NCCL ones are read by collect_nccl).
+    conf = [
+        os.path.expanduser("~") + "/.openmpi/mca-params.conf",
+        "/etc/openmpi/openmpi-mca-params.conf",
+    ]
+    mpirun = which("mpirun")
+    if mpirun:
+        prefix = os.path.dirname(os.path.dirname(os.path.realpath(mpirun)))
+        conf.append(prefix + "/etc/openmpi-mca-params.conf")
+    for path in conf:
+        p.read(path)
+
+
+def collect_rdma(p):
+    """RDMA devices from sysfs (no ibstat), the verbs device nodes, GPUDirect RDMA modules."""
+    for hca in p.listdir(IB_ROOT) or []:
+        base = IB_ROOT + "/" + hca
+        for attr in ("node_type", "fw_ver", "hca_type", "board_id"):
+            p.read(base + "/" + attr)
+        p.readlink(base + "/device")
+        p.listdir(base + "/device/net")
+        for port in p.listdir(base + "/ports") or []:
+            pbase = base + "/ports/" + port
+            for attr in ("state", "phys_state", "rate", "link_layer"):
+                p.read(pbase + "/" + attr)
+            for idx in p.listdir(pbase + "/gids") or []:
+                gid = p.read(pbase + "/gids/" + idx)
+                # Empty slots (all zeros) have no attributes; reading them only fails.
+                if gid and gid.strip().replace("0", "").replace(":", ""):
+                    p.read(pbase + "/gid_attrs/types/" + idx)
+                    p.read(pbase + "/gid_attrs/ndevs/" + idx)
+    p.listdir("/dev/infiniband")
+    p.read("/proc/modules")
+    # The three paths NCCL's GPUDirect RDMA probe checks (src/transport/net_ib/gdr.cc).
+    for path in (
+        "/sys/kernel/mm/memory_peers/nv_mem/version",
+        "/sys/module/nvidia_peermem/version",
+        "/sys/module/nv_peer_mem/version",
+    ):
+        p.read(path)
+
+    def verbs():
+        import ctypes
+
+        ctypes.CDLL("libibverbs.so.1")
+        return True
+
+    p.value("load:libibverbs.so.1", verbs)
+
+
 def collect_extra(p):
     """Files and commands that check plugins asked for."""
     for path in p.spec.get("files", []):
@@ -746,6 +908,8 @@ SECTIONS = [
     ("env", collect_env),
     ("pci", collect_pci),
     ("topo", collect_topo),
+    ("net", collect_net),
+    ("rdma", collect_rdma),
     ("nccl", collect_nccl),
     ("nvidia", collect_nvidia),
     ("mpi", collect_mpi),

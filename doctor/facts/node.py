@@ -13,7 +13,9 @@ from doctor.facts.gpus import GpuFacts, parse_gpus
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.mpi import MpiFacts, parse_mpi
 from doctor.facts.nccl import NcclFacts, parse_nccl
+from doctor.facts.net import NetFacts, parse_net
 from doctor.facts.pci import PciDevice, parse_pci
+from doctor.facts.rdma import RdmaFacts, parse_rdma
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.facts.topo import TopoFacts, parse_topo
 from doctor.model import Missing
@@ -30,6 +32,8 @@ class NodeFacts:
     env: dict[str, str] | Missing
     pci: list[PciDevice] | Missing
     topo: TopoFacts | Missing
+    net: NetFacts | Missing
+    rdma: RdmaFacts | Missing
     nccl: NcclFacts | Missing
     driver: DriverFacts | Missing
     gpus: GpuFacts | Missing
@@ -53,6 +57,8 @@ FACT_AREAS: tuple[str, ...] = (
     "gpus",
     "mpi",
     "frameworks",
+    "net",
+    "rdma",
     "topo",
 )
 
@@ -79,6 +85,8 @@ def parse_node(node: str, cap: Capture) -> NodeFacts:
         env=guarded(_env, cap, "env"),
         pci=guarded(parse_pci, cap, "pci"),
         topo=guarded(parse_topo, cap, "topo"),
+        net=guarded(parse_net, cap, "net"),
+        rdma=guarded(parse_rdma, cap, "rdma"),
         nccl=guarded(parse_nccl, cap, "nccl"),
         driver=guarded(parse_driver, cap, "driver"),
         gpus=guarded(parse_gpus, cap, "gpus"),
