@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -14,7 +15,7 @@ from doctor.nic.grammar import nccl_list_active, parse_nccl_list
 from doctor.nic.nccl import parse_comm_id
 from doctor.nic.plan import NicPlan, agrees, plan_node, virtual_name
 from doctor.nodeset import compact
-from doctor.plugin import cluster_check, need, node_check
+from doctor.plugin import Skip, cluster_check, need, node_check
 
 SLOW_MBPS = 1000
 
@@ -227,10 +228,9 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
         )
 
 
-@node_check(
+@cluster_check(
     "nics.gloo",
     "Gloo and TensorPipe bind an address other nodes can reach",
-    needs=("net",),
     codes={
         "gloo.iface.loopback": "Gloo binds a loopback address (the hostname maps to 127.x)",
         "gloo.env.no_match": "a GLOO_SOCKET_IFNAME name has no address on this node",
@@ -239,7 +239,19 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
         "tp.env.no_match": "TP_SOCKET_IFNAME names no interface with an address",
     },
 )
-def gloo_iface(facts: NodeFacts) -> Iterator[Finding]:
+def gloo_iface(cluster: ClusterFacts) -> Iterator[Finding]:
+    # A loopback address only breaks traffic between nodes: on a one-node run it is a warning
+    # about the next multi-node job, not a failure of this one.
+    cross_node = len(cluster.names) > 1
+    readable = {n: f for n, f in cluster.nodes.items() if not isinstance(f.net, Missing)}
+    if not readable:
+        raise Skip("no node's interfaces could be read")
+    for name, facts in readable.items():
+        for finding in _gloo_findings(facts, cross_node):
+            yield dataclasses.replace(finding, nodes=(name,))
+
+
+def _gloo_findings(facts: NodeFacts, cross_node: bool) -> Iterator[Finding]:
     plan = _plan(facts)
     for prefix, choice, var, severity in (
         ("gloo", plan.gloo, "GLOO_SOCKET_IFNAME", Severity.FAIL),
@@ -269,7 +281,7 @@ def gloo_iface(facts: NodeFacts) -> Iterator[Finding]:
             elif b.loopback:
                 yield Finding(
                     f"{prefix}.iface.loopback",
-                    severity,
+                    severity if cross_node else Severity.WARN,
                     f"{choice.rule}: {prefix.upper() if prefix == 'tp' else 'Gloo'} advertises "
                     f"{b.address}, so other nodes connect to themselves and fail",
                     evidence=(f"getaddrinfo({plan.net.hostname})", _addresses(plan)),

@@ -11,7 +11,7 @@ import pytest
 from checks.nics import gloo_iface, mpi_iface, nccl_iface, nic_cluster, two_in_subnet
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
-from doctor.model import Missing
+from doctor.model import Finding, Missing, Severity
 from doctor.nic.render import cluster_recommendation, plans
 from tests.cluster.netns import Netns, netns
 from tests.nic.scenarios import facts_in, library_choice, no_dad, plan_in, predicted
@@ -22,6 +22,16 @@ pytestmark = pytest.mark.cluster
 
 def node_codes(check, facts: NodeFacts) -> set[str]:
     return {f.code for f in check.fn(facts)}
+
+
+def gloo_findings(*facts: NodeFacts) -> list[Finding]:
+    """Run the (cluster-wide) Gloo check over these facts as nodes n0, n1, ..."""
+    nodes = {f"n{i}": dataclasses.replace(f, node=f"n{i}") for i, f in enumerate(facts)}
+    return list(gloo_iface.fn(ClusterFacts(nodes=nodes)))
+
+
+def gloo_codes(*facts: NodeFacts) -> set[str]:
+    return {f.code for f in gloo_findings(*facts)}
 
 
 def built(build) -> NodeFacts:
@@ -57,7 +67,7 @@ def test_malformed_and_unmatched_variables_are_findings() -> None:
         both = facts_in(ns, OMPI_MCA_btl_tcp_if_include="eth0", OMPI_MCA_btl_tcp_if_exclude="lo")
         wide = facts_in(ns, OMPI_MCA_btl_tcp_if_include="198.18.0.0/16")
     assert {"nccl.env.malformed", "nccl.env.no_match"} <= node_codes(nccl_iface, bad_nccl)
-    assert {"gloo.env.malformed", "gloo.env.no_match"} <= node_codes(gloo_iface, bad_gloo)
+    assert {"gloo.env.malformed", "gloo.env.no_match"} <= gloo_codes(bad_gloo)
     assert "mpi.env.both" in node_codes(mpi_iface, both)
     assert "mpi.env.no_match" in node_codes(mpi_iface, wide)
 
@@ -85,8 +95,13 @@ def test_hostname_on_127_0_1_1_makes_gloo_loopback() -> None:
         trap = facts_in(ns)
         ns.set_hosts(f"127.0.0.1 localhost\n198.18.1.1 {host}\n")
         fixed = facts_in(ns)
-    assert {"gloo.iface.loopback", "tp.iface.loopback"} <= node_codes(gloo_iface, trap)
-    assert node_codes(gloo_iface, fixed) == set()
+    assert {"gloo.iface.loopback", "tp.iface.loopback"} <= gloo_codes(trap)
+    assert gloo_codes(fixed) == set()
+    # Loopback breaks only traffic between nodes: a one-node run warns, a multi-node run fails.
+    [alone] = [f for f in gloo_findings(trap) if f.code == "gloo.iface.loopback"]
+    assert alone.severity is Severity.WARN and alone.nodes == ("n0",)
+    cross = [f for f in gloo_findings(trap, fixed) if f.code == "gloo.iface.loopback"]
+    assert [(f.severity, f.nodes) for f in cross] == [(Severity.FAIL, ("n0",))]
     plan = plan_in_facts(fixed)
     assert (plan.gloo.bindings[0].interface, plan.gloo.bindings[0].address) == (
         "eth0",
