@@ -14,11 +14,15 @@ import typer
 from rich.console import Console
 
 from doctor import __version__
+from doctor.allreduce.command import attach, build_request
+from doctor.allreduce.launch import LocalLauncher
+from doctor.allreduce.render import render_allreduce
+from doctor.allreduce.stage import run_stage
 from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
-from doctor.inventory import local_node
+from doctor.inventory import Node, local_node
 from doctor.model import Severity
 from doctor.plugin import CheckSpec
 from doctor.registry import PluginError, load_checks, select
@@ -66,6 +70,23 @@ TorchOpt = Annotated[
 DeadlineOpt = Annotated[
     float, typer.Option("--deadline", min=1.0, help="Seconds the probe may take on a node.")
 ]
+BackendOpt = Annotated[
+    str, typer.Option("--backend", help="auto (NCCL where every node has a GPU), gloo or nccl.")
+]
+PortOpt = Annotated[int, typer.Option("--port", help="Rendezvous port on the first node.")]
+PythonOpt = Annotated[
+    str | None, typer.Option("--python", help="The nodes' Python interpreter that has torch.")
+]
+SizesOpt = Annotated[
+    str, typer.Option("--sizes", help="Sweep sizes: LOW..HIGH (powers of two) or a,b,c.")
+]
+RecommendOpt = Annotated[
+    list[str] | None,
+    typer.Option("--recommend", help="NAME=VALUE to try as recommended (repeatable)."),
+]
+IfaceOpt = Annotated[
+    str | None, typer.Option("--iface", help="Interface whose address hosts the rendezvous.")
+]
 
 
 def _stdout() -> Console:
@@ -104,6 +125,8 @@ def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> 
         sys.stdout.write(render_json(report))
     else:
         render_text(report, _stdout())
+        if "allreduce" in report.sections:
+            render_allreduce(report.sections["allreduce"], _stdout())
     return report.exit_code(threshold)
 
 
@@ -116,15 +139,82 @@ def preflight(
     exclude: ExcludeOpt = None,
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
+    run_allreduce: Annotated[
+        bool, typer.Option("--allreduce/--no-allreduce", help="End with a real allreduce.")
+    ] = True,
+    backend: BackendOpt = "auto",
+    port: PortOpt = 29500,
+    python: PythonOpt = None,
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
     _severity(fail_on)
     specs = _checks(include, exclude)
     spec = probe_spec(specs, deadline=deadline, torch=torch)
-    results = gather([local_node()], LocalTransport(), spec)
+    nodes = [local_node()]
+    results = gather(nodes, LocalTransport(), spec)
     cluster = to_cluster(results)
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
+    if run_allreduce:
+        return _allreduce_stage(
+            report, nodes, backend, port, python, "1K..64M", [], None, fmt, json_file, fail_on
+        )
     return _emit(report, fmt, json_file, fail_on)
+
+
+def _allreduce_stage(
+    report: Report,
+    nodes: list[Node],
+    backend: str,
+    port: int,
+    python: str | None,
+    sizes: str,
+    recommend: list[str],
+    iface: str | None,
+    fmt: Format,
+    json_file: Path | None,
+    fail_on: str,
+) -> int:
+    request = build_request(
+        nodes,
+        report.cluster,
+        backend=backend,
+        port=port,
+        python=python,
+        sizes=sizes,
+        recommend=recommend,
+        iface=iface,
+    )
+    stage = run_stage(request, LocalLauncher())
+    attach(report, stage)
+    code = _emit(report, fmt, json_file, fail_on)
+    return EXIT_INTERRUPTED if stage.interrupted else code
+
+
+@app.command()
+def allreduce(
+    fmt: FormatOpt = Format.text,
+    json_file: JsonFileOpt = None,
+    fail_on: FailOnOpt = "fail",
+    backend: BackendOpt = "auto",
+    port: PortOpt = 29500,
+    python: PythonOpt = None,
+    ranks: Annotated[
+        int, typer.Option("--ranks", min=1, help="Gloo ranks to start on this machine.")
+    ] = 2,
+    sizes: SizesOpt = "1K..64M",
+    recommend: RecommendOpt = None,
+    iface: IfaceOpt = None,
+) -> int:
+    """Run a real allreduce: phases, exact verification, a size sweep, the slow node."""
+    _severity(fail_on)
+    spec = probe_spec([], deadline=20.0)
+    node = local_node()
+    cluster = to_cluster(gather([node], LocalTransport(), spec))
+    report = Report.build("allreduce", cluster, [])
+    nodes = [node] * (ranks if backend != "nccl" else 1)
+    return _allreduce_stage(
+        report, nodes, backend, port, python, sizes, recommend or [], iface, fmt, json_file, fail_on
+    )
 
 
 @app.command()
