@@ -10,6 +10,7 @@ from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts
 from doctor.inventory import Node
 from doctor.model import present
+from doctor.nic.render import cluster_recommendation, plans
 from doctor.report import Report
 from doctor.runner import merge_findings
 
@@ -23,6 +24,13 @@ def gpu_counts(cluster: ClusterFacts) -> dict[str, int]:
         devices = present(facts.pci) or []
         counts[name] = sum(1 for d in devices if d.is_nvidia_gpu)
     return counts
+
+
+def recommended_env(cluster: ClusterFacts, backend: str) -> dict[str, str]:
+    """The nics recommendation, limited to the variables this backend reads."""
+    prefix = "NCCL_" if backend == "nccl" else "GLOO_"
+    env = cluster_recommendation(plans(cluster))
+    return {k: v for k, v in env.items() if k.startswith(prefix)}
 
 
 def build_request(
@@ -51,7 +59,7 @@ def build_request(
         port=port,
         python=python or (sys.executable if all(n.local for n in nodes) else "python3"),
         sizes=parse_sizes(sizes),
-        recommendation=parse_env(recommend),
+        recommendation=parse_env(recommend) if recommend else recommended_env(cluster, backend),
         rendezvous_iface=iface,
     )
 

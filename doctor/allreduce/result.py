@@ -163,7 +163,7 @@ class RunResult:
                 rows.append(
                     {
                         "src": node_of.get(int(link["src"]), "?"),
-                        "dst": r.node,
+                        "dst": node_of.get(int(link["dst"]), "?"),
                         "bytes": int(link["bytes"]),
                         "time_s": t,
                         "gbps": int(link["bytes"]) / t / 1e9 if t > 0 else 0.0,

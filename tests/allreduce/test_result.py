@@ -82,14 +82,14 @@ def test_sweep_rows_use_the_slowest_rank_and_nccl_tests_bus_bandwidth() -> None:
 
 
 def links(n: int, slow: dict[tuple[int, int], float]) -> list[RankState]:
-    """Ring links both ways; every link takes 1 ms unless ``slow`` says otherwise."""
+    """Ring links both ways, reported by their senders; 1 ms each unless ``slow`` says otherwise."""
     ranks = []
-    for dst in range(n):
+    for src in range(n):
         events = []
-        for src in ((dst - 1) % n, (dst + 1) % n):
+        for dst in ((src + 1) % n, (src - 1) % n):
             t = slow.get((src, dst), 0.001)
             events.append({"ev": "link", "src": src, "dst": dst, "bytes": 1 << 20, "time_s": t})
-        ranks.append(state(dst, *events))
+        ranks.append(state(src, *events))
     return ranks
 
 
