@@ -53,6 +53,7 @@ def _where(a: IfAddr) -> str:
         "nccl.env.malformed": "an NCCL interface variable is malformed",
         "nccl.env.no_match": "NCCL_SOCKET_IFNAME matches no interface with an address",
         "nccl.library.disagrees": "the real libnccl chose another interface than predicted",
+        "nccl.ib.no_match": "NCCL_IB_HCA selects no ACTIVE port of the HCAs here",
     },
 )
 def nccl_iface(facts: NodeFacts) -> Iterator[Finding]:
@@ -72,6 +73,7 @@ def nccl_iface(facts: NodeFacts) -> Iterator[Finding]:
     else:
         yield from _bootstrap_hazards(plan, first)
     yield from _socket_hazards(plan)
+    yield from _ib_selection(plan)
     lib = plan.library
     if lib is not None and agrees(plan) is False:
         yield Finding(
@@ -160,6 +162,27 @@ def _socket_hazards(plan: NicPlan) -> Iterator[Finding]:
             evidence=("NET/Socket list: " + " ".join(_where(a) for a in plan.socket.interfaces),),
             fix=_pin(plan, "Limit NCCL to the routable interface."),
         )
+
+
+def _ib_selection(plan: NicPlan) -> Iterator[Finding]:
+    hca = plan.nccl_settings.get("NCCL_IB_HCA")
+    if hca is None or plan.ib is None or plan.ib.ports or plan.ib.reason == "no RDMA devices":
+        return
+    forced = plan.nccl_settings.get("NCCL_NET")
+    forced_ib = forced is not None and forced.value.lower() == "ib"
+    yield Finding(
+        "nccl.ib.no_match",
+        Severity.FAIL if forced_ib else Severity.WARN,
+        f"NCCL_IB_HCA={hca.value} ({hca.source}) selects no ACTIVE port: NCCL "
+        + (
+            "fails: 'Failed to initialize any NET plugin'" if forced_ib else "falls back to sockets"
+        ),
+        evidence=(f"IB: {plan.ib.reason}",),
+        fix=Fix(
+            "Name this node's HCAs (ls /sys/class/infiniband) with ACTIVE ports, or unset it.",
+            ("ls /sys/class/infiniband", "unset NCCL_IB_HCA"),
+        ),
+    )
 
 
 def _malformed(plan: NicPlan) -> Iterator[Finding]:
@@ -388,11 +411,13 @@ def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
             fix=Fix(
                 "One exact list for NCCL works everywhere; Gloo needs each node's own name "
                 "(per-node environment or /etc/nccl.conf for NCCL).",
-                (f"export NCCL_SOCKET_IFNAME=={listing}",)
-                + tuple(
-                    f"on {compact(ns)}: echo 'NCCL_SOCKET_IFNAME=={n}' >> /etc/nccl.conf; "
-                    f"export GLOO_SOCKET_IFNAME={n}"
-                    for n, ns in sorted(groups.items())
+                (
+                    f"export NCCL_SOCKET_IFNAME=={listing}",
+                    *(
+                        f"on {compact(ns)}: echo 'NCCL_SOCKET_IFNAME=={n}' >> /etc/nccl.conf; "
+                        f"export GLOO_SOCKET_IFNAME={n}"
+                        for n, ns in sorted(groups.items())
+                    ),
                 ),
             ),
         )

@@ -365,7 +365,7 @@ def resolve_hostname():
     ):
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
+            sock.bind((sockaddr[0], 0, *sockaddr[2:]))
             bindable = True
         except OSError:
             bindable = False
