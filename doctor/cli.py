@@ -327,6 +327,31 @@ def analyze(
     return _emit(report, fmt, json_file, fail_on)
 
 
+@app.command()
+def explain(
+    logs: Annotated[
+        list[str] | None, typer.Argument(help="Log files (plain or gzip); '-' or none reads stdin.")
+    ] = None,
+    fmt: FormatOpt = Format.text,
+) -> int:
+    """Read failed-job logs (NCCL, PyTorch, Gloo, Open MPI, ssh) and name the cause and the fix."""
+    from doctor.explain.engine import explain as scan
+    from doctor.explain.render import render_explain_json, render_explain_text
+    from doctor.explain.source import LogReadError
+
+    try:
+        result = scan(logs or ["-"])
+    except LogReadError as exc:
+        raise UsageError(str(exc)) from None
+    for problem in result.errors:
+        _stderr().print(f"doctor: {problem} (kept what was read before it)", markup=False)
+    if fmt is Format.json:
+        sys.stdout.write(render_explain_json(result))
+    else:
+        render_explain_text(result, _stdout())
+    return EXIT_OK
+
+
 @checks_app.command("list")
 def checks_list(fmt: FormatOpt = Format.text) -> int:
     """Every check with its id, scope, what it needs and the codes it can emit."""
