@@ -80,6 +80,7 @@ class RunResult:
     ranks: list[RankState]
     seconds: float
     reason: str = ""  # for not_started: why no rank ran
+    nccl: dict[str, Any] | None = None  # what NCCL's own log said (NCCL runs only)
 
     @property
     def master(self) -> str:
@@ -218,4 +219,5 @@ class RunResult:
             "sweep": self.sweep_rows(),
             "links": self.link_rows(),
             "slow_node": slow[0] if slow else None,
+            "nccl": self.nccl,
         }
