@@ -31,6 +31,7 @@ from doctor.transport.ssh import SshTransport, remote_command, split_pid
 BOOT = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'allreduce-worker','exec'))"
 STDERR_LIMIT = 1 << 20
 CHUNK = 1 << 16
+KILL_WAIT = 10.0  # seconds to see a killed remote worker's exit status
 
 
 def worker_source() -> bytes:
@@ -131,14 +132,16 @@ class SshProcess:
             self.chan.shutdown_write()
 
     def kill(self) -> None:
-        # Closing the channel ends the worker through its lifeline; the group kill is for a
-        # worker too wedged to notice.
-        self.close_stdin()
-        self.transport.kill_group(self.node, self.pid)
+        if not self.chan.exit_status_ready():
+            # The group kill, and the lifeline (stdin EOF) for a worker whose pid never arrived;
+            # its exit status coming back is the proof it is gone from the node.
+            self.transport.kill_group(self.node, self.pid)
+            self.close_stdin()
+            self.chan.status_event.wait(KILL_WAIT)
         self.chan.close()
 
     def exit_code(self) -> int | None:
-        if not self.chan.status_event.wait(5):
+        if not self.chan.status_event.wait(KILL_WAIT):
             return None
         return self.chan.recv_exit_status()
 

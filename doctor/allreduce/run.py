@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -53,25 +54,26 @@ def run_plan(plan: Plan, launcher: Launcher, label: str = "as configured") -> Ru
     events: queue.Queue[Event] = queue.Queue()
     states = [RankState(r.rank, r.node.name, entered=started) for r in plan.ranks]
     workers: dict[int, Worker] = {}
-    open_streams = set()
+    open_streams: set[int] = set()
+    lock = threading.Lock()
 
-    def launch(r: Rank) -> Worker | str:
+    def launch(r: Rank) -> None:
         argv = worker_argv(plan.python, source, plan.worker_spec(r))
-        return start(r.rank, launcher, r.node, argv, source, events)
-
-    # In parallel: one slow SSH connect must not hold back the other nodes' ranks.
-    with ThreadPoolExecutor(max_workers=min(32, len(plan.ranks))) as pool:
-        started_workers = list(pool.map(launch, plan.ranks))
-    for r, worker in zip(plan.ranks, started_workers, strict=True):
-        if isinstance(worker, str):
-            states[r.rank].error, states[r.rank].failed_phase = worker, "launch"
-            continue
-        workers[r.rank] = worker
-        open_streams.add(r.rank)
+        worker = start(r.rank, launcher, r.node, argv, source, events)
+        with lock:
+            if isinstance(worker, str):
+                states[r.rank].error, states[r.rank].failed_phase = worker, "launch"
+            else:
+                workers[r.rank] = worker
+                open_streams.add(r.rank)
 
     status = "passed"
     first_failure: float | None = None
+    # In parallel: one slow SSH connect must not hold back the other nodes' ranks.
+    pool = ThreadPoolExecutor(max_workers=min(32, len(plan.ranks)))
     try:
+        for future in [pool.submit(launch, r) for r in plan.ranks]:
+            future.result()
         while open_streams:
             try:
                 event = events.get(timeout=POLL)
@@ -102,6 +104,11 @@ def run_plan(plan: Plan, launcher: Launcher, label: str = "as configured") -> Ru
         # Ctrl-C: still kill every rank and say where each one was.
         status = "interrupted"
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        while not events.empty():  # lines that arrived before the end still tell the phase
+            event = events.get()
+            if event.data is not None:
+                states[event.key].apply(event.data, event.at)
         for worker in workers.values():
             worker.process.kill()
         for key, worker in workers.items():

@@ -37,22 +37,19 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield c
 
 
-def workers_left(c: Cluster) -> dict[str, list[str]]:
-    """What still runs in each node's process table besides sshd (zombies count as gone)."""
+def workers_left(c: Cluster) -> dict[str, list[int]]:
+    """Allreduce workers still in each node's process table (zombies count as gone)."""
     left = {}
     for node in c.nodes:
-        procs = []
+        pids = []
         for pid in sh("ip", "netns", "pids", node.ns.name).stdout.split():
             with contextlib.suppress(OSError):
                 stat = Path(f"/proc/{pid}/stat").read_text()
-                comm, state = (
-                    stat[stat.index("(") + 1 : stat.rindex(")")],
-                    stat.split(")")[-1].split()[0],
-                )
-                if comm != "sshd" and state != "Z":
-                    procs.append(f"{pid} {comm}")
-        if procs:
-            left[node.name] = procs
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"allreduce-worker" in cmdline and stat.rsplit(")", 1)[1].split()[0] != "Z":
+                    pids.append(int(pid))
+        if pids:
+            left[node.name] = pids
     return left
 
 

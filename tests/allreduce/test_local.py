@@ -51,11 +51,17 @@ def alive(pid: int) -> bool:
 class DelayedLauncher(LocalLauncher):
     """Holds one node's rank in a shell that sleeps (a hung node), recording the pids it made."""
 
-    def __init__(self, slow: str, pidfile: Path) -> None:
-        self.slow, self.pidfile = slow, pidfile
+    def __init__(self, slow: str, pidfile: Path, interrupt_after: float | None = None) -> None:
+        self.slow, self.pidfile, self.interrupt_after = slow, pidfile, interrupt_after
+        self.timer: threading.Timer | None = None
 
     def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
         if node.name == self.slow:
+            if self.interrupt_after is not None:  # Ctrl-C, once every rank has been started
+                self.timer = threading.Timer(
+                    self.interrupt_after, os.kill, (os.getpid(), signal.SIGINT)
+                )
+                self.timer.start()
             pids = self.pidfile
             script = f'echo $$ > {pids}; sleep 60 & echo $! >> {pids}; wait $!; exec "$@"'
             argv = ["sh", "-c", script, "sh", *argv]
@@ -99,12 +105,12 @@ def test_a_hung_node_is_killed_at_its_deadline_and_named(tmp_path: Path) -> None
 def test_ctrl_c_kills_every_rank_and_says_where_each_was(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     plan = local_plan(3, deadlines=Deadlines(launch=60, rendezvous=60, init=60))
-    timer = threading.Timer(6.0, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    launcher = DelayedLauncher("node3", pidfile, interrupt_after=3.0)
     try:
-        run = run_plan(plan, DelayedLauncher("node3", pidfile))
+        run = run_plan(plan, launcher)
     finally:
-        timer.cancel()
+        if launcher.timer:
+            launcher.timer.cancel()
     assert run.status == "interrupted"
     # Where each rank was depends on how fast torch imports here; that it is known does not.
     assert all(r.phase in ("launch", "rendezvous", "init") for r in run.ranks[:2])
