@@ -17,12 +17,12 @@ from doctor import __version__
 from doctor.allreduce.command import attach, build_request
 from doctor.allreduce.launch import LocalLauncher
 from doctor.allreduce.render import render_allreduce
-from doctor.allreduce.stage import run_stage
+from doctor.allreduce.stage import Request, run_stage
 from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
-from doctor.inventory import Node, local_node
+from doctor.inventory import local_node
 from doctor.model import Severity
 from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.plugin import CheckSpec
@@ -126,8 +126,9 @@ def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> 
         sys.stdout.write(render_json(report))
     else:
         render_text(report, _stdout())
-        if "allreduce" in report.sections:
-            render_allreduce(report.sections["allreduce"], _stdout())
+        allreduce = report.sections.get("allreduce")
+        if allreduce and not allreduce["skipped"]:  # a skip is already its check's line
+            render_allreduce(allreduce, _stdout())
     return report.exit_code(threshold)
 
 
@@ -157,35 +158,14 @@ def preflight(
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
     report.sections["nics"] = nics_section(cluster)
     if run_allreduce:
-        return _allreduce_stage(
-            report, nodes, backend, port, python, "1K..64M", [], None, fmt, json_file, fail_on
-        )
+        request = build_request(nodes, cluster, backend=backend, port=port, python=python)
+        return _with_allreduce(report, request, fmt, json_file, fail_on)
     return _emit(report, fmt, json_file, fail_on)
 
 
-def _allreduce_stage(
-    report: Report,
-    nodes: list[Node],
-    backend: str,
-    port: int,
-    python: str | None,
-    sizes: str,
-    recommend: list[str],
-    iface: str | None,
-    fmt: Format,
-    json_file: Path | None,
-    fail_on: str,
+def _with_allreduce(
+    report: Report, request: Request, fmt: Format, json_file: Path | None, fail_on: str
 ) -> int:
-    request = build_request(
-        nodes,
-        report.cluster,
-        backend=backend,
-        port=port,
-        python=python,
-        sizes=sizes,
-        recommend=recommend,
-        iface=iface,
-    )
     stage = run_stage(request, LocalLauncher())
     attach(report, stage)
     code = _emit(report, fmt, json_file, fail_on)
@@ -214,9 +194,17 @@ def allreduce(
     cluster = to_cluster(gather([node], LocalTransport(), spec))
     report = Report.build("allreduce", cluster, [])
     nodes = [node] * (ranks if backend != "nccl" else 1)
-    return _allreduce_stage(
-        report, nodes, backend, port, python, sizes, recommend or [], iface, fmt, json_file, fail_on
+    request = build_request(
+        nodes,
+        cluster,
+        backend=backend,
+        port=port,
+        python=python,
+        sizes=sizes,
+        recommend=recommend or [],
+        iface=iface,
     )
+    return _with_allreduce(report, request, fmt, json_file, fail_on)
 
 
 @app.command()

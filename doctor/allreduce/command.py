@@ -42,9 +42,9 @@ def build_request(
     backend: str,
     port: int,
     python: str | None,
-    sizes: str,
-    recommend: list[str],
-    iface: str | None,
+    sizes: str = "1K..64M",
+    recommend: list[str] | tuple[str, ...] = (),
+    iface: str | None = None,
 ) -> Request:
     if backend not in BACKENDS:
         raise UsageError(f"--backend: expected one of {', '.join(BACKENDS)}")
@@ -62,7 +62,9 @@ def build_request(
         port=port,
         python=python or (sys.executable if all(n.local for n in nodes) else "python3"),
         sizes=parse_sizes(sizes),
-        recommendation=parse_env(recommend) if recommend else recommended_env(by_node, backend),
+        recommendation=parse_env(list(recommend))
+        if recommend
+        else recommended_env(by_node, backend),
         rendezvous_iface=iface,
         predicted=predictions(by_node),
     )

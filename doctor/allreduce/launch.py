@@ -25,6 +25,7 @@ import paramiko
 
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.transport.local import spawn
 from doctor.transport.ssh import SshTransport, remote_command, split_pid
 
 # Reads exactly the worker's source from stdin and runs it; what stays on stdin is the lifeline.
@@ -95,13 +96,7 @@ class LocalLauncher:
 
     def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # its own group, so a kill takes everything it started
-            )
+            proc = spawn(argv)
         except OSError as exc:
             return f"cannot run {argv[0]}: {exc.strerror}"
         assert proc.stdin

@@ -32,10 +32,7 @@ def render_allreduce(section: dict[str, Any], console: Console) -> None:
         )
     )
     if not runs:
-        if section["skipped"]:
-            console.print(Text(f"  skipped: {section['skipped']}", style="dim"))
-        else:
-            console.print(Text("  not started", style="bold red"))
+        console.print(Text("  not started", style="bold red"))
         return
     table = Table(box=None, show_header=True, pad_edge=False, header_style="bold")
     table.add_column("")
