@@ -18,15 +18,18 @@ from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
-from doctor.inventory import local_node
+from doctor.inventory import Node, build_inventory, local_node
 from doctor.model import Severity
 from doctor.plugin import CheckSpec
 from doctor.registry import PluginError, load_checks, select
 from doctor.render.json_report import render_json
+from doctor.render.matrix import render_matrix
 from doctor.render.terminal import render_text
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
+from doctor.stages.run import RemoteOptions, gather_cluster, stage_sections, transport_for
 from doctor.transport.local import LocalTransport
+from doctor.transport.ssh import SshOptions
 
 app = typer.Typer(
     name="doctor",
@@ -67,6 +70,85 @@ DeadlineOpt = Annotated[
     float, typer.Option("--deadline", min=1.0, help="Seconds the probe may take on a node.")
 ]
 
+# -- which nodes, and how to reach them ------------------------------------------------------
+HostsOpt = Annotated[
+    str | None,
+    typer.Option("--hosts", "-H", help="Nodes: host[:slots][,host...] (user@host:port:slots too)."),
+]
+HostfileOpt = Annotated[
+    Path | None,
+    typer.Option("--hostfile", help="MPI/DeepSpeed (host slots=N) or Horovod (host:N) hostfile."),
+]
+SlurmOpt = Annotated[
+    bool, typer.Option("--slurm", help="The nodes of this SLURM allocation (SLURM_JOB_NODELIST).")
+]
+SshConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--ssh-config", help="ssh_config for aliases (default ~/.ssh/config)."),
+]
+SshPortOpt = Annotated[
+    int | None, typer.Option("--ssh-port", min=1, max=65535, help="SSH port where none is given.")
+]
+IdentityOpt = Annotated[
+    list[str] | None,
+    typer.Option("--identity", "-i", help="Private key file for SSH (repeatable)."),
+]
+KnownHostsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts; repeatable)."
+    ),
+]
+AcceptNewOpt = Annotated[
+    bool,
+    typer.Option(
+        "--accept-new-host-keys",
+        help="Trust and record unknown host keys (OpenSSH accept-new); changed keys stay refused.",
+    ),
+]
+ConnectTimeoutOpt = Annotated[
+    float, typer.Option("--connect-timeout", min=0.5, help="Seconds to connect to a node.")
+]
+NodePythonOpt = Annotated[
+    str | None,
+    typer.Option("--python", help="Python on the nodes (default: the first python3 found there)."),
+]
+MeshOpt = Annotated[
+    bool, typer.Option("--mesh/--no-mesh", help="Test SSH from every node to every other node.")
+]
+MasterAddrOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master-addr", help="Rendezvous name every node must resolve (default: node 1)."
+    ),
+]
+
+
+def _remote(
+    hosts: str | None,
+    hostfile: Path | None,
+    slurm: bool,
+    ssh_config: Path | None,
+    ssh_port: int | None,
+    identity: list[str] | None,
+    known_hosts: list[str] | None,
+    accept_new: bool,
+    connect_timeout: float,
+    python: str | None,
+    mesh: bool = True,
+    master: str | None = None,
+) -> tuple[list[Node], RemoteOptions]:
+    nodes = build_inventory(
+        hosts=hosts, hostfile=hostfile, slurm=slurm, ssh_config=ssh_config, ssh_port=ssh_port
+    )
+    ssh = SshOptions(
+        connect_timeout=connect_timeout,
+        accept_new_host_keys=accept_new,
+        known_hosts=tuple(known_hosts or ()),
+        identity_files=tuple(identity or ()),
+    )
+    return nodes, RemoteOptions(ssh=ssh, python=python, mesh=mesh, master_addr=master)
+
 
 def _stdout() -> Console:
     return Console(file=sys.stdout, highlight=False, soft_wrap=True)
@@ -104,6 +186,10 @@ def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> 
         sys.stdout.write(render_json(report))
     else:
         render_text(report, _stdout())
+        if "ssh_mesh" in report.sections:
+            render_matrix(
+                "SSH mesh (rows: from, columns: to)", report.sections["ssh_mesh"], _stdout()
+            )
     return report.exit_code(threshold)
 
 
@@ -116,14 +202,38 @@ def preflight(
     exclude: ExcludeOpt = None,
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
+    hosts: HostsOpt = None,
+    hostfile: HostfileOpt = None,
+    slurm: SlurmOpt = False,
+    ssh_config: SshConfigOpt = None,
+    ssh_port: SshPortOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new: AcceptNewOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    python: NodePythonOpt = None,
+    mesh: MeshOpt = True,
+    master: MasterAddrOpt = None,
+    run_allreduce: Annotated[
+        bool,
+        typer.Option(
+            "--allreduce/--no-allreduce",
+            help="Placeholder: the allreduce stage is not on this branch yet.",
+        ),
+    ] = False,
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
     _severity(fail_on)
     specs = _checks(include, exclude)
     spec = probe_spec(specs, deadline=deadline, torch=torch)
-    results = gather([local_node()], LocalTransport(), spec)
-    cluster = to_cluster(results)
+    nodes, options = _remote(
+        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+        connect_timeout, python, mesh, master,
+    )  # fmt: skip
+    with transport_for(nodes, options.ssh) as transport:
+        cluster = gather_cluster(nodes, transport, spec, options)
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
+    report.sections.update(stage_sections(cluster))
     return _emit(report, fmt, json_file, fail_on)
 
 
@@ -147,15 +257,31 @@ def collect(
     ],
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
+    hosts: HostsOpt = None,
+    hostfile: HostfileOpt = None,
+    slurm: SlurmOpt = False,
+    ssh_config: SshConfigOpt = None,
+    ssh_port: SshPortOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new: AcceptNewOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    python: NodePythonOpt = None,
 ) -> int:
     """Save raw captures (a support bundle); 'doctor analyze DIR' checks them later."""
+    nodes, options = _remote(
+        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+        connect_timeout, python,
+    )  # fmt: skip
     try:
         save_raw.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--save-raw {save_raw}: {exc.strerror}") from None
     spec = probe_spec(load_checks(), deadline=deadline, torch=torch)
     failed = 0
-    for name, result in gather([local_node()], LocalTransport(), spec).items():
+    with transport_for(nodes, options.ssh) as transport:
+        results = gather(nodes, transport, spec, python=options.python, workers=options.workers)
+    for name, result in results.items():
         if isinstance(result, NodeFailure):
             _stderr().print(f"doctor: {name}: {result.summary}")
             failed += 1

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from doctor.capture import Capture
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.pci import PciDevice, parse_pci
+from doctor.facts.peers import PeerFacts, parse_peers
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.model import Missing
 
@@ -23,6 +24,7 @@ class NodeFacts:
     limits: LimitFacts | Missing
     env: dict[str, str] | Missing
     pci: list[PciDevice] | Missing
+    peers: PeerFacts | Missing
 
     def to_json(self) -> dict[str, Any]:
         from doctor.jsonable import jsonable
@@ -31,7 +33,7 @@ class NodeFacts:
 
 
 # The areas a check can name in ``needs``, in report order.
-FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci")
+FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci", "peers")
 
 
 def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
@@ -55,4 +57,5 @@ def parse_node(node: str, cap: Capture) -> NodeFacts:
         limits=guarded(parse_limits, cap, "limits"),
         env=guarded(_env, cap, "env"),
         pci=guarded(parse_pci, cap, "pci"),
+        peers=guarded(parse_peers, cap, "peers"),
     )

@@ -358,3 +358,21 @@ def make_cluster(n: int, workdir: Path, *, small_shm: tuple[str, ...] = ()) -> I
         yield cluster
     finally:
         cluster.close()
+
+
+def main(argv: list[str]) -> None:
+    """``python -m tests.cluster.harness N DIR``: hold an N-node cluster up until interrupted."""
+    n, workdir = int(argv[1]), Path(argv[2])
+    workdir.mkdir(parents=True, exist_ok=True)
+    with make_cluster(n, workdir) as c:
+        print(f"{n} nodes on {c.subnet}.0/24; ssh config: {c.ssh_config}", flush=True)
+        print(f"doctor preflight -H {c.hosts_arg()} --ssh-config {c.ssh_config}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+
+
+if __name__ == "__main__":
+    import sys
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    main(sys.argv)
