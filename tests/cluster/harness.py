@@ -258,6 +258,14 @@ class Cluster:
         self.start_sshd(name)
         self.wait_ready()
 
+    def bind_mount(self, name: str, source: Path, target: str) -> None:
+        """Mount ``source`` over ``target`` for the node only (its sshd's mount namespace): a
+        different file or package on one node, e.g. another Python or library."""
+        node = self.node(name)
+        assert node.sshd is not None, f"sshd on {name} is not running"
+        nsenter = ["nsenter", "--target", str(node.sshd.pid), "--mount", "--"]
+        sh(*nsenter, "mount", "--bind", str(source), target)
+
     def node_processes(self, name: str, comm: str) -> list[int]:
         """Pids of processes named ``comm`` running in the node's namespace."""
         pids = sh("ip", "netns", "pids", self.node(name).ns.name, check=False).stdout.split()
