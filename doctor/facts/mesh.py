@@ -77,19 +77,17 @@ def classify(rc: int, stderr: str) -> tuple[str, str]:
 def parse_agent_output(source: str, text: str) -> list[MeshLink] | str:
     """The mesh agent's JSON from one node, or why it could not be read."""
     try:
-        doc = json.loads(text)
-        results = doc["results"]
-    except (ValueError, KeyError, TypeError) as exc:
-        return f"mesh agent output is not JSON results: {exc}"
-    links = []
-    for entry in results:
-        target = entry["target"]
-        seconds = entry.get("seconds")
-        error = entry.get("error")
-        if error:
-            status = "timeout" if error["kind"] == "timeout" else "no_ssh_client"
-            links.append(MeshLink(source, target, status, error["detail"], seconds))
-            continue
-        status, message = classify(int(entry["rc"]), entry.get("stderr", ""))
-        links.append(MeshLink(source, target, status, message, seconds))
-    return links
+        return [_link(source, entry) for entry in json.loads(text)["results"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"mesh agent output is not a list of results: {type(exc).__name__}: {exc}"
+
+
+def _link(source: str, entry: dict[str, Any]) -> MeshLink:
+    target = str(entry["target"])
+    seconds = entry.get("seconds")
+    error = entry.get("error")
+    if error:
+        status = "timeout" if error["kind"] == "timeout" else "no_ssh_client"
+        return MeshLink(source, target, status, str(error["detail"]), seconds)
+    status, message = classify(int(entry["rc"]), str(entry.get("stderr", "")))
+    return MeshLink(source, target, status, message, seconds)
