@@ -108,6 +108,7 @@ class Cluster:
 
     # -- construction --------------------------------------------------------------------------
     def _build(self, n: int, small_shm: set[str]) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.controller_address}/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
@@ -164,6 +165,7 @@ class Cluster:
             f"PidFile {node.dir}/sshd.pid\nAuthorizedKeysFile {node.dir}/authorized_keys\n"
             "PermitRootLogin yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
             "StrictModes no\nUsePAM no\nMaxStartups 200\nLogLevel ERROR\n"
+            "Subsystem sftp /usr/lib/openssh/sftp-server\n"
         )
         # The node's system-wide client config: what `ssh nodeJ` (mpirun, pdsh) uses there.
         (node.etc / "ssh" / "ssh_config").write_text(
