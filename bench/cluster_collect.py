@@ -102,14 +102,18 @@ def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
             "mesh_alone": lambda: mesh_alone(c),
         }
         times: dict[str, list[float]] = {k: [] for k in runs}
-        for name, fn in runs.items():  # warm-up (page cache, pyc), not recorded
+        for fn in runs.values():  # warm-up (page cache, pyc), not recorded
             fn()
         for r in range(rounds):
             order = list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]
             for name in order:
                 times[name].append(runs[name]())
     med = {k: round(statistics.median(v), 3) for k, v in times.items()}
-    return {"nodes": n, "median_s": med, "all_s": {k: [round(x, 3) for x in v] for k, v in times.items()}}
+    return {
+        "nodes": n,
+        "median_s": med,
+        "all_s": {k: [round(x, 3) for x in v] for k, v in times.items()},
+    }
 
 
 def main() -> None:

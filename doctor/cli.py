@@ -20,6 +20,7 @@ from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node, build_inventory, local_node
 from doctor.model import Severity
+from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.plugin import CheckSpec
 from doctor.registry import PluginError, load_checks, select
 from doctor.render.json_report import render_json
@@ -234,7 +235,37 @@ def preflight(
         cluster = gather_cluster(nodes, transport, spec, options)
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
     report.sections.update(stage_sections(cluster))
+    report.sections["nics"] = nics_section(cluster)
     return _emit(report, fmt, json_file, fail_on)
+
+
+@app.command()
+def nics(
+    fmt: FormatOpt = Format.text,
+    export: Annotated[
+        bool, typer.Option("--export", help="Print only shell lines to eval (export ...).")
+    ] = False,
+    fail_on: FailOnOpt = "fail",
+    deadline: DeadlineOpt = 20.0,
+) -> int:
+    """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
+    _severity(fail_on)
+    specs = _checks(["nics", "rdma", "limits.memlock"], None)
+    cluster = to_cluster(
+        gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline))
+    )
+    if export:
+        lines = export_lines(plans(cluster))
+        if not lines:
+            _stderr().print("doctor: no interface with a routable address", markup=False)
+            return 1
+        sys.stdout.write("\n".join(lines) + "\n")
+        return EXIT_OK
+    report = Report.build("nics", cluster, run_checks(specs, cluster))
+    report.sections["nics"] = nics_section(cluster)
+    if fmt is Format.text:
+        render_table(plans(cluster), _stdout())
+    return _emit(report, fmt, None, fail_on)
 
 
 @app.command()
@@ -356,15 +387,22 @@ def checks_list(fmt: FormatOpt = Format.text) -> int:
     return EXIT_OK
 
 
-@app.callback(invoke_without_command=False)
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)
-    ] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         sys.stdout.write(f"cluster-doctor {__version__}\n")
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+        ),
+    ] = False,
+) -> None:
+    """Find what will break multi-node GPU training before you launch it."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,8 @@ def listen(spec, out, stop):
             socks.append(sock)
             out["listen"][address] = "ok"
         except OSError as exc:
-            out["listen"][address] = "%s: %s" % (errno.errorcode.get(exc.errno, "?"), exc.strerror)
+            name = errno.errorcode.get(exc.errno or 0, "?")
+            out["listen"][address] = "%s: %s" % (name, exc.strerror)
     ready.set()
     end = time.monotonic() + spec["deadline"]
     received = 0
@@ -91,7 +92,7 @@ def connect(spec, target):
         except socket.timeout:
             entry["status"] = "timeout"
         except OSError as exc:
-            name = errno.errorcode.get(exc.errno, "?")
+            name = errno.errorcode.get(exc.errno or 0, "?")
             entry["status"] = {
                 "ECONNREFUSED": "refused",
                 "EHOSTUNREACH": "unreachable",
@@ -124,9 +125,7 @@ def main(argv):
     def one(i, target):
         results[i] = connect(spec, target)
 
-    threads = [
-        threading.Thread(target=one, args=(i, t)) for i, t in enumerate(spec["targets"])
-    ]
+    threads = [threading.Thread(target=one, args=(i, t)) for i, t in enumerate(spec["targets"])]
     for thread in threads:
         thread.start()
     for thread in threads:
