@@ -117,6 +117,10 @@ NodePythonOpt = Annotated[
 MeshOpt = Annotated[
     bool, typer.Option("--mesh/--no-mesh", help="Test SSH from every node to every other node.")
 ]
+ReachOpt = Annotated[
+    bool,
+    typer.Option("--reach/--no-reach", help="Test TCP between nodes on each candidate interface."),
+]
 MasterAddrOpt = Annotated[
     str | None,
     typer.Option(
@@ -138,6 +142,7 @@ def _remote(
     python: str | None,
     mesh: bool = True,
     master: str | None = None,
+    reach: bool = True,
 ) -> tuple[list[Node], RemoteOptions]:
     nodes = build_inventory(
         hosts=hosts, hostfile=hostfile, slurm=slurm, ssh_config=ssh_config, ssh_port=ssh_port
@@ -148,7 +153,8 @@ def _remote(
         known_hosts=tuple(known_hosts or ()),
         identity_files=tuple(identity or ()),
     )
-    return nodes, RemoteOptions(ssh=ssh, python=python, mesh=mesh, master_addr=master)
+    options = RemoteOptions(ssh=ssh, python=python, mesh=mesh, reach=reach, master_addr=master)
+    return nodes, options
 
 
 def _stdout() -> Console:
@@ -188,9 +194,11 @@ def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> 
     else:
         render_text(report, _stdout())
         if "ssh_mesh" in report.sections:
-            render_matrix(
-                "SSH mesh (rows: from, columns: to)", report.sections["ssh_mesh"], _stdout()
-            )
+            title = "SSH mesh (rows: from, columns: to)"
+            render_matrix(title, report.sections["ssh_mesh"], _stdout())
+        if "reachability" in report.sections:
+            title = "TCP reachability, any interface (rows: from, columns: to)"
+            render_matrix(title, report.sections["reachability"], _stdout())
     return report.exit_code(threshold)
 
 
@@ -214,6 +222,7 @@ def preflight(
     connect_timeout: ConnectTimeoutOpt = 10.0,
     python: NodePythonOpt = None,
     mesh: MeshOpt = True,
+    reach: ReachOpt = True,
     master: MasterAddrOpt = None,
     run_allreduce: Annotated[
         bool,
@@ -229,7 +238,7 @@ def preflight(
     spec = probe_spec(specs, deadline=deadline, torch=torch)
     nodes, options = _remote(
         hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
-        connect_timeout, python, mesh, master,
+        connect_timeout, python, mesh, master, reach,
     )  # fmt: skip
     with transport_for(nodes, options.ssh) as transport:
         cluster = gather_cluster(nodes, transport, spec, options)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from doctor.facts.mesh import SshMesh
 from doctor.facts.node import NodeFacts
+from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.model import Missing
 
@@ -32,6 +33,9 @@ class ClusterFacts:
     # The rendezvous name every node must resolve (MASTER_ADDR), when known.
     master_addr: str | None = None
     ssh_mesh: SshMesh | Missing = field(default_factory=lambda: Missing("SSH mesh not run"))
+    reachability: Reachability | Missing = field(
+        default_factory=lambda: Missing("reachability not tested")
+    )
 
     @property
     def names(self) -> list[str]:

@@ -16,6 +16,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("timed out", "timeout"),
     ("No route to host", "unreachable"),
     ("Network is unreachable", "unreachable"),
+    ("Invalid argument", "unreachable"),  # connect() through a local blackhole route
     ("kex_exchange_identification", "dropped"),
     ("Connection closed by", "dropped"),
     ("Connection reset by", "dropped"),

@@ -8,7 +8,15 @@ from typing import Any
 
 OK = "ok"
 # When several interfaces of a peer fail, the node×node matrix shows the first of these.
-_WORST_FIRST = ("timeout", "unreachable", "refused", "wrong_source", "wrong_host", "not_tested")
+_WORST_FIRST = (
+    "timeout",
+    "unreachable",
+    "refused",
+    "failed",
+    "wrong_source",
+    "wrong_host",
+    "not_tested",
+)
 
 
 @dataclass(frozen=True)

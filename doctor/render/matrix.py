@@ -20,6 +20,8 @@ MARKS: dict[str, tuple[str, str]] = {
     "dropped": ("D", "bold red"),
     "no_ssh_client": ("S", "bold red"),
     "wrong_source": ("W", "bold red"),
+    "wrong_host": ("M", "bold red"),
+    "not_tested": ("?", "dim"),
     "failed": ("X", "bold red"),
 }
 NOT_RUN = ("?", "dim")

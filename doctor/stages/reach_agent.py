@@ -98,6 +98,7 @@ def connect(spec, target):
                 "EHOSTUNREACH": "unreachable",
                 "ENETUNREACH": "unreachable",
                 "ETIMEDOUT": "timeout",
+                "EINVAL": "unreachable",  # a blackhole route on this side
             }.get(name, "failed")
             entry["error"] = "%s: %s" % (name, exc.strerror)
         sock.close()

@@ -13,8 +13,10 @@ from doctor.capture import Capture
 from doctor.collect import gather, to_cluster
 from doctor.facts.cluster import ClusterFacts, NodeFailure
 from doctor.facts.mesh import SshMesh
+from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.stages.mesh import run_mesh
+from doctor.stages.reach import run_reach
 from doctor.transport import Transport
 from doctor.transport.local import LocalTransport
 from doctor.transport.ssh import SshOptions, SshTransport
@@ -26,6 +28,7 @@ class RemoteOptions:
     python: str | None = None  # the nodes' interpreter; None: discover python3 on each node
     workers: int = 32
     mesh: bool = True
+    reach: bool = True
     mesh_connect_timeout: int = 5
     master_addr: str | None = None  # None: $MASTER_ADDR, else the first node
 
@@ -52,7 +55,8 @@ def gather_cluster(
     on_done: Callable[[str, Capture | NodeFailure], None] | None = None,
 ) -> ClusterFacts:
     """Probe every node (each also resolves every node's name and MASTER_ADDR) and, with several
-    nodes, run the SSH mesh at the same time over the same connections."""
+    nodes, run the SSH mesh at the same time over the same connections; then test TCP
+    reachability on the interfaces the probe found."""
     remote = not all(n.local for n in nodes)
     master = master_addr(nodes, options.master_addr) if remote else None
     if master is not None:
@@ -80,6 +84,10 @@ def gather_cluster(
             # An unreachable node is reported once, by node.reach, not again as a mesh source.
             not_run = {k: v for k, v in done.not_run.items() if k not in cluster.failures}
             cluster.ssh_mesh = SshMesh(done.nodes, done.links, not_run)
+    if remote and options.reach and len(cluster.nodes) > 1:
+        cluster.reachability = run_reach(
+            cluster, nodes, transport, python=options.python, workers=options.workers
+        )
     return cluster
 
 
@@ -88,4 +96,6 @@ def stage_sections(cluster: ClusterFacts) -> dict[str, Any]:
     sections: dict[str, Any] = {}
     if isinstance(cluster.ssh_mesh, SshMesh):
         sections["ssh_mesh"] = cluster.ssh_mesh.to_section()
+    if isinstance(cluster.reachability, Reachability):
+        sections["reachability"] = cluster.reachability.to_section()
     return sections

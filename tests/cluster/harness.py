@@ -295,6 +295,10 @@ class Cluster:
         for half in ("0/25", "128/25"):  # more specific than the connected /24
             node.ns.ip("route", "add", "blackhole", f"{self.subnet}.{half}")
 
+    def blackhole_between(self, src: str, dst: str) -> None:
+        """``dst`` drops its replies to ``src`` only: ``src`` -> ``dst`` connects time out."""
+        self.node(dst).ns.ip("route", "add", "blackhole", f"{self.node(src).address}/32")
+
     def hostname_loopback(self, name: str) -> None:
         """The node's /etc/hosts maps its own name to 127.0.1.1 (the Debian installer default)."""
         node = self.node(name)
