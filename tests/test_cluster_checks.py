@@ -42,8 +42,18 @@ def node(
         {k: v if isinstance(v, Missing) else tuple(v) for k, v in resolved.items()}, version
     )
     gpu = PciDevice("0000:17:00.0", 0x10DE, 0x2330, 0x030200, "nvidia", 0, "0-7", ("0000:17:00.0",))
+    absent = Missing("not part of this test")
     return NodeFacts(
-        name, Capture({"probe": {}}), system, Missing("n/a"), env or {}, [gpu] * gpus, peers
+        node=name,
+        capture=Capture({"probe": {}}),
+        system=system,
+        limits=absent,
+        env=env or {},
+        pci=[gpu] * gpus,
+        net=absent,
+        rdma=absent,
+        nccl=absent,
+        peers=peers,
     )
 
 
