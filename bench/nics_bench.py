@@ -59,6 +59,8 @@ def main() -> None:
     result = {
         "machine": f"{platform.node()} {platform.machine()}, {platform.python_version()}",
         "runs": args.runs,
+        # Shared 2-core machine: the load at the end says how busy it was while timing.
+        "loadavg_1m": float(Path("/proc/loadavg").read_text().split()[0]),
         "doctor_nics_wall": summary(runs),
         "plan_and_checks_in_process": summary(planning),
         "targets": {"doctor_nics_wall_s": 1.0},

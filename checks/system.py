@@ -128,7 +128,7 @@ def reach_fix(failure: NodeFailure, node: Node) -> Fix | None:
         "ssh.host_key_changed": Fix(
             f"The host key of {host} changed: if {node.name} was reinstalled, remove the old key; "
             "otherwise treat it as a possible attack.",
-            (f"ssh-keygen -R {host}",),
+            (f"ssh-keygen -R {host if node.port == 22 else f'[{host}]:{node.port}'}",),
         ),
         "node.no_python": Fix(
             f"Install Python 3.8 or newer on {node.name}, or name it with --python.",

@@ -15,23 +15,26 @@ from rich.console import Console
 
 from doctor import __version__
 from doctor.allreduce.command import attach, build_request
-from doctor.allreduce.launch import LocalLauncher
+from doctor.allreduce.launch import launcher_for
 from doctor.allreduce.render import render_allreduce
-from doctor.allreduce.stage import Request, run_stage
+from doctor.allreduce.stage import StageResult, run_stage
 from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
-from doctor.inventory import local_node
+from doctor.inventory import Node, build_inventory, local_node
 from doctor.model import Severity
 from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.plugin import CheckSpec
 from doctor.registry import PluginError, load_checks, select
 from doctor.render.json_report import render_json
+from doctor.render.matrix import render_matrix
 from doctor.render.terminal import render_text
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
+from doctor.stages.run import RemoteOptions, gather_cluster, stage_sections, transport_for
 from doctor.transport.local import LocalTransport
+from doctor.transport.ssh import SshOptions
 
 app = typer.Typer(
     name="doctor",
@@ -75,9 +78,6 @@ BackendOpt = Annotated[
     str, typer.Option("--backend", help="auto (NCCL where every node has a GPU), gloo or nccl.")
 ]
 PortOpt = Annotated[int, typer.Option("--port", help="Rendezvous port on the first node.")]
-PythonOpt = Annotated[
-    str | None, typer.Option("--python", help="The nodes' Python interpreter that has torch.")
-]
 SizesOpt = Annotated[
     str, typer.Option("--sizes", help="Sweep sizes: LOW..HIGH (powers of two) or a,b,c.")
 ]
@@ -88,6 +88,91 @@ RecommendOpt = Annotated[
 IfaceOpt = Annotated[
     str | None, typer.Option("--iface", help="Interface whose address hosts the rendezvous.")
 ]
+
+# -- which nodes, and how to reach them ------------------------------------------------------
+HostsOpt = Annotated[
+    str | None,
+    typer.Option("--hosts", "-H", help="Nodes: host[:slots][,host...] (user@host:port:slots too)."),
+]
+HostfileOpt = Annotated[
+    Path | None,
+    typer.Option("--hostfile", help="MPI/DeepSpeed (host slots=N) or Horovod (host:N) hostfile."),
+]
+SlurmOpt = Annotated[
+    bool, typer.Option("--slurm", help="The nodes of this SLURM allocation (SLURM_JOB_NODELIST).")
+]
+SshConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--ssh-config", help="ssh_config for aliases (default ~/.ssh/config)."),
+]
+SshPortOpt = Annotated[
+    int | None, typer.Option("--ssh-port", min=1, max=65535, help="SSH port where none is given.")
+]
+IdentityOpt = Annotated[
+    list[str] | None,
+    typer.Option("--identity", "-i", help="Private key file for SSH (repeatable)."),
+]
+KnownHostsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts; repeatable)."
+    ),
+]
+AcceptNewOpt = Annotated[
+    bool,
+    typer.Option(
+        "--accept-new-host-keys",
+        help="Trust and record unknown host keys (OpenSSH accept-new); changed keys stay refused.",
+    ),
+]
+ConnectTimeoutOpt = Annotated[
+    float, typer.Option("--connect-timeout", min=0.5, help="Seconds to connect to a node.")
+]
+NodePythonOpt = Annotated[
+    str | None,
+    typer.Option("--python", help="Python on the nodes (default: the first python3 found there)."),
+]
+MeshOpt = Annotated[
+    bool, typer.Option("--mesh/--no-mesh", help="Test SSH from every node to every other node.")
+]
+ReachOpt = Annotated[
+    bool,
+    typer.Option("--reach/--no-reach", help="Test TCP between nodes on each candidate interface."),
+]
+MasterAddrOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master-addr", help="Rendezvous name every node must resolve (default: node 1)."
+    ),
+]
+
+
+def _remote(
+    hosts: str | None,
+    hostfile: Path | None,
+    slurm: bool,
+    ssh_config: Path | None,
+    ssh_port: int | None,
+    identity: list[str] | None,
+    known_hosts: list[str] | None,
+    accept_new: bool,
+    connect_timeout: float,
+    python: str | None,
+    mesh: bool = True,
+    master: str | None = None,
+    reach: bool = True,
+) -> tuple[list[Node], RemoteOptions]:
+    nodes = build_inventory(
+        hosts=hosts, hostfile=hostfile, slurm=slurm, ssh_config=ssh_config, ssh_port=ssh_port
+    )
+    ssh = SshOptions(
+        connect_timeout=connect_timeout,
+        accept_new_host_keys=accept_new,
+        known_hosts=tuple(known_hosts or ()),
+        identity_files=tuple(identity or ()),
+    )
+    options = RemoteOptions(ssh=ssh, python=python, mesh=mesh, reach=reach, master_addr=master)
+    return nodes, options
 
 
 def _stdout() -> Console:
@@ -126,6 +211,12 @@ def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> 
         sys.stdout.write(render_json(report))
     else:
         render_text(report, _stdout())
+        if "ssh_mesh" in report.sections:
+            title = "SSH mesh (rows: from, columns: to)"
+            render_matrix(title, report.sections["ssh_mesh"], _stdout())
+        if "reachability" in report.sections:
+            title = "TCP reachability, any interface (rows: from, columns: to)"
+            render_matrix(title, report.sections["reachability"], _stdout())
         allreduce = report.sections.get("allreduce")
         if allreduce and not allreduce["skipped"]:  # a skip is already its check's line
             render_allreduce(allreduce, _stdout())
@@ -141,32 +232,50 @@ def preflight(
     exclude: ExcludeOpt = None,
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
+    hosts: HostsOpt = None,
+    hostfile: HostfileOpt = None,
+    slurm: SlurmOpt = False,
+    ssh_config: SshConfigOpt = None,
+    ssh_port: SshPortOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new: AcceptNewOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    python: NodePythonOpt = None,
+    mesh: MeshOpt = True,
+    reach: ReachOpt = True,
+    master: MasterAddrOpt = None,
     run_allreduce: Annotated[
         bool, typer.Option("--allreduce/--no-allreduce", help="End with a real allreduce.")
     ] = True,
     backend: BackendOpt = "auto",
     port: PortOpt = 29500,
-    python: PythonOpt = None,
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
     _severity(fail_on)
     specs = _checks(include, exclude)
     spec = probe_spec(specs, deadline=deadline, torch=torch)
-    nodes = [local_node()]
-    results = gather(nodes, LocalTransport(), spec)
-    cluster = to_cluster(results)
+    nodes, options = _remote(
+        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+        connect_timeout, python, mesh, master, reach,
+    )  # fmt: skip
+    stage = None
+    with transport_for(nodes, options.ssh) as transport:
+        cluster = gather_cluster(nodes, transport, spec, options)
+        if run_allreduce:  # last, over the same connections
+            request = build_request(nodes, cluster, backend=backend, port=port, python=python)
+            stage = run_stage(request, launcher_for(transport))
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
+    report.sections.update(stage_sections(cluster))
     report.sections["nics"] = nics_section(cluster)
-    if run_allreduce:
-        request = build_request(nodes, cluster, backend=backend, port=port, python=python)
-        return _with_allreduce(report, request, fmt, json_file, fail_on)
-    return _emit(report, fmt, json_file, fail_on)
+    return _with_allreduce(report, stage, fmt, json_file, fail_on)
 
 
 def _with_allreduce(
-    report: Report, request: Request, fmt: Format, json_file: Path | None, fail_on: str
+    report: Report, stage: StageResult | None, fmt: Format, json_file: Path | None, fail_on: str
 ) -> int:
-    stage = run_stage(request, LocalLauncher())
+    if stage is None:
+        return _emit(report, fmt, json_file, fail_on)
     attach(report, stage)
     code = _emit(report, fmt, json_file, fail_on)
     return EXIT_INTERRUPTED if stage.interrupted else code
@@ -177,11 +286,20 @@ def allreduce(
     fmt: FormatOpt = Format.text,
     json_file: JsonFileOpt = None,
     fail_on: FailOnOpt = "fail",
+    hosts: HostsOpt = None,
+    hostfile: HostfileOpt = None,
+    slurm: SlurmOpt = False,
+    ssh_config: SshConfigOpt = None,
+    ssh_port: SshPortOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new: AcceptNewOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    python: NodePythonOpt = None,
     backend: BackendOpt = "auto",
     port: PortOpt = 29500,
-    python: PythonOpt = None,
     ranks: Annotated[
-        int, typer.Option("--ranks", min=1, help="Gloo ranks to start on this machine.")
+        int, typer.Option("--ranks", min=1, help="Without hosts: Gloo ranks on this machine.")
     ] = 2,
     sizes: SizesOpt = "1K..64M",
     recommend: RecommendOpt = None,
@@ -189,22 +307,28 @@ def allreduce(
 ) -> int:
     """Run a real allreduce: phases, exact verification, a size sweep, the slow node."""
     _severity(fail_on)
+    nodes, options = _remote(
+        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+        connect_timeout, python, mesh=False, reach=False,
+    )  # fmt: skip
     spec = probe_spec([], deadline=20.0)
-    node = local_node()
-    cluster = to_cluster(gather([node], LocalTransport(), spec))
+    with transport_for(nodes, options.ssh) as transport:
+        cluster = gather_cluster(nodes, transport, spec, options)
+        if all(n.local for n in nodes) and backend != "nccl":
+            nodes = nodes * ranks  # several Gloo ranks on this machine, over loopback
+        request = build_request(
+            nodes,
+            cluster,
+            backend=backend,
+            port=port,
+            python=python,
+            sizes=sizes,
+            recommend=recommend or [],
+            iface=iface,
+        )
+        stage = run_stage(request, launcher_for(transport))
     report = Report.build("allreduce", cluster, [])
-    nodes = [node] * (ranks if backend != "nccl" else 1)
-    request = build_request(
-        nodes,
-        cluster,
-        backend=backend,
-        port=port,
-        python=python,
-        sizes=sizes,
-        recommend=recommend or [],
-        iface=iface,
-    )
-    return _with_allreduce(report, request, fmt, json_file, fail_on)
+    return _with_allreduce(report, stage, fmt, json_file, fail_on)
 
 
 @app.command()
@@ -256,15 +380,31 @@ def collect(
     ],
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
+    hosts: HostsOpt = None,
+    hostfile: HostfileOpt = None,
+    slurm: SlurmOpt = False,
+    ssh_config: SshConfigOpt = None,
+    ssh_port: SshPortOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new: AcceptNewOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    python: NodePythonOpt = None,
 ) -> int:
     """Save raw captures (a support bundle); 'doctor analyze DIR' checks them later."""
+    nodes, options = _remote(
+        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+        connect_timeout, python,
+    )  # fmt: skip
     try:
         save_raw.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--save-raw {save_raw}: {exc.strerror}") from None
     spec = probe_spec(load_checks(), deadline=deadline, torch=torch)
     failed = 0
-    for name, result in gather([local_node()], LocalTransport(), spec).items():
+    with transport_for(nodes, options.ssh) as transport:
+        results = gather(nodes, transport, spec, python=options.python, workers=options.workers)
+    for name, result in results.items():
         if isinstance(result, NodeFailure):
             _stderr().print(f"doctor: {name}: {result.summary}")
             failed += 1

@@ -25,6 +25,7 @@ import paramiko
 
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.transport import Transport
 from doctor.transport.local import spawn
 from doctor.transport.ssh import SshTransport, remote_command, split_pid
 
@@ -222,3 +223,10 @@ def _read_stderr(worker: Worker) -> None:
             if len(worker.stderr) > STDERR_LIMIT:
                 # Keep the head (NCCL's init lines) and the newest tail (the error).
                 del worker.stderr[STDERR_LIMIT // 2 : len(worker.stderr) - STDERR_LIMIT // 2]
+
+
+def launcher_for(transport: Transport) -> Launcher:
+    """Ranks go where the probe went: over its SSH connections, or on this machine."""
+    if isinstance(transport, SshTransport):
+        return SshLauncher(transport)
+    return LocalLauncher()

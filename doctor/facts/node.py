@@ -11,6 +11,7 @@ from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.nccl import NcclFacts, parse_nccl
 from doctor.facts.net import NetFacts, parse_net
 from doctor.facts.pci import PciDevice, parse_pci
+from doctor.facts.peers import PeerFacts, parse_peers
 from doctor.facts.rdma import RdmaFacts, parse_rdma
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.model import Missing
@@ -26,6 +27,7 @@ class NodeFacts:
     limits: LimitFacts | Missing
     env: dict[str, str] | Missing
     pci: list[PciDevice] | Missing
+    peers: PeerFacts | Missing
     net: NetFacts | Missing
     rdma: RdmaFacts | Missing
     nccl: NcclFacts | Missing
@@ -37,7 +39,7 @@ class NodeFacts:
 
 
 # The areas a check can name in ``needs``, in report order.
-FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci", "net", "rdma", "nccl")
+FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci", "net", "rdma", "nccl", "peers")
 
 
 def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
@@ -61,6 +63,7 @@ def parse_node(node: str, cap: Capture) -> NodeFacts:
         limits=guarded(parse_limits, cap, "limits"),
         env=guarded(_env, cap, "env"),
         pci=guarded(parse_pci, cap, "pci"),
+        peers=guarded(parse_peers, cap, "peers"),
         net=guarded(parse_net, cap, "net"),
         rdma=guarded(parse_rdma, cap, "rdma"),
         nccl=guarded(parse_nccl, cap, "nccl"),

@@ -185,7 +185,10 @@ def plan_json(plan: NicPlan) -> dict[str, Any]:
                 "state": i.state(),
                 "mtu": i.mtu,
                 "speed_mbps": i.speed_mbps,
-                "addresses": [a.text() for a in i.addresses],
+                "addresses": [
+                    {"address": a.address, "prefixlen": a.prefixlen, "scope": a.scope}
+                    for a in i.addresses
+                ],
                 "master": i.master,
                 "driver": i.driver,
                 "pci": i.pci_address,

@@ -259,8 +259,12 @@ class SshTransport:
                 chan.sendall(stdin)
             chan.shutdown_write()
             out, err = bytearray(), bytearray()
+            # Done at EOF *and* exit status: sshd may send the status before the last output.
             while not (
-                chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()
+                (chan.eof_received or chan.closed)
+                and chan.exit_status_ready()
+                and not chan.recv_ready()
+                and not chan.recv_stderr_ready()
             ):
                 left = deadline - time.monotonic()
                 if left <= 0:

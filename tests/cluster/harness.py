@@ -108,6 +108,7 @@ class Cluster:
 
     # -- construction --------------------------------------------------------------------------
     def _build(self, n: int, small_shm: set[str]) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.controller_address}/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
@@ -164,6 +165,7 @@ class Cluster:
             f"PidFile {node.dir}/sshd.pid\nAuthorizedKeysFile {node.dir}/authorized_keys\n"
             "PermitRootLogin yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
             "StrictModes no\nUsePAM no\nMaxStartups 200\nLogLevel ERROR\n"
+            "Subsystem sftp /usr/lib/openssh/sftp-server\n"
         )
         # The node's system-wide client config: what `ssh nodeJ` (mpirun, pdsh) uses there.
         (node.etc / "ssh" / "ssh_config").write_text(
@@ -258,6 +260,14 @@ class Cluster:
         self.start_sshd(name)
         self.wait_ready()
 
+    def bind_mount(self, name: str, source: Path, target: str) -> None:
+        """Mount ``source`` over ``target`` for the node only (its sshd's mount namespace): a
+        different file or package on one node, e.g. another Python or library."""
+        node = self.node(name)
+        assert node.sshd is not None, f"sshd on {name} is not running"
+        nsenter = ["nsenter", "--target", str(node.sshd.pid), "--mount", "--"]
+        sh(*nsenter, "mount", "--bind", str(source), target)
+
     def node_processes(self, name: str, comm: str) -> list[int]:
         """Pids of processes named ``comm`` running in the node's namespace."""
         pids = sh("ip", "netns", "pids", self.node(name).ns.name, check=False).stdout.split()
@@ -284,6 +294,10 @@ class Cluster:
         node = self.node(name)
         for half in ("0/25", "128/25"):  # more specific than the connected /24
             node.ns.ip("route", "add", "blackhole", f"{self.subnet}.{half}")
+
+    def blackhole_between(self, src: str, dst: str) -> None:
+        """``dst`` drops its replies to ``src`` only: ``src`` -> ``dst`` connects time out."""
+        self.node(dst).ns.ip("route", "add", "blackhole", f"{self.node(src).address}/32")
 
     def hostname_loopback(self, name: str) -> None:
         """The node's /etc/hosts maps its own name to 127.0.1.1 (the Debian installer default)."""
@@ -358,3 +372,21 @@ def make_cluster(n: int, workdir: Path, *, small_shm: tuple[str, ...] = ()) -> I
         yield cluster
     finally:
         cluster.close()
+
+
+def main(argv: list[str]) -> None:
+    """``python -m tests.cluster.harness N DIR``: hold an N-node cluster up until interrupted."""
+    n, workdir = int(argv[1]), Path(argv[2])
+    workdir.mkdir(parents=True, exist_ok=True)
+    with make_cluster(n, workdir) as c:
+        print(f"{n} nodes on {c.subnet}.0/24; ssh config: {c.ssh_config}", flush=True)
+        print(f"doctor preflight -H {c.hosts_arg()} --ssh-config {c.ssh_config}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+
+
+if __name__ == "__main__":
+    import sys
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    main(sys.argv)

@@ -56,6 +56,9 @@ def test_json_carries_prediction_library_and_recommendation(node: Netns) -> None
     assert entry["nccl"]["library"]["agrees"] is True
     assert entry["gloo"]["interface"] is not None
     assert entry["recommendation"]["NCCL_SOCKET_IFNAME"] == "=eth0"
+    eth0 = next(i for i in entry["interfaces"] if i["name"] == "eth0")
+    assert {"address": "198.18.1.1", "prefixlen": 24, "scope": "global"} in eth0["addresses"]
+    assert {a["scope"] for a in eth0["addresses"]} == {"global", "link"}
     assert {f["code"] for f in document["findings"]} >= {"nccl.socket.link_local"}
 
 

@@ -15,14 +15,17 @@ from tests.nic.scenarios import plan_in, scenario_env
 pytestmark = pytest.mark.cluster
 
 # Builds Gloo devices the way ProcessGroupGloo does (one per GLOO_SOCKET_IFNAME name, else the
-# hostname's) for each value in argv[1] (a JSON list; null = unset), and prints per value the
-# addresses their listeners bound, or Gloo's error. One process: importing torch takes seconds.
+# hostname's) for each [hosts file, value] case in argv[1] (value null = unset), and prints per
+# case the addresses their listeners bound, or Gloo's error. It writes the namespace's own
+# /etc/hosts (bind-mounted from /etc/netns/<ns>/hosts) between cases: one torch import for all.
 GLOO_DEVICES = """
 import json, sys, psutil
 from torch._C._distributed_c10d import ProcessGroupGloo as G
 me = psutil.Process()
 out = []
-for names in json.loads(sys.argv[1]):
+for hosts, names in json.loads(sys.argv[1]):
+    with open("/etc/hosts", "w") as handle:
+        handle.write(hosts)
     before = {c.laddr for c in me.net_connections("inet")}
     try:
         if names and len(names) > 1:
@@ -38,6 +41,8 @@ for names in json.loads(sys.argv[1]):
 print(json.dumps(out))
 """
 VALUES = [None, "eth1", "eth1,eth0", "ib9"]
+# 127.0.1.1 is the Debian /etc/hosts trap; the node's real address is the fix.
+HOSTS = [f"127.0.0.1 localhost\n{a} {socket.gethostname()}\n" for a in ("127.0.1.1", "198.18.1.1")]
 
 
 @pytest.fixture(scope="module")
@@ -45,28 +50,26 @@ def node() -> Iterator[Netns]:
     with netns("nicg") as ns:
         ns.add_nic("eth0", "198.18.1.1/24")
         ns.add_nic("eth1", "198.19.1.1/24")
+        ns.set_hosts(HOSTS[0])
         yield ns
 
 
-def real_gloo(ns: Netns) -> list[dict]:
-    proc = ns.run(
-        [sys.executable, "-c", GLOO_DEVICES, json.dumps(VALUES)], env=scenario_env(), timeout=180
+def test_gloo_binds_where_predicted(node: Netns) -> None:
+    cases = [(hosts, value) for hosts in HOSTS for value in VALUES]
+    predicted = []
+    for hosts, value in cases:
+        node.set_hosts(hosts)
+        predicted.append(plan_in(node, **({"GLOO_SOCKET_IFNAME": value} if value else {})).gloo)
+    proc = node.run(
+        [sys.executable, "-c", GLOO_DEVICES, json.dumps(cases)], env=scenario_env(), timeout=180
     )
     assert proc.returncode == 0, proc.stderr
-    results: list[dict] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return results
-
-
-@pytest.mark.parametrize("hosts_address", ["127.0.1.1", "198.18.1.1"])
-def test_gloo_binds_where_predicted(node: Netns, hosts_address: str) -> None:
-    """127.0.1.1 is the Debian /etc/hosts trap; the real address is the fix."""
-    node.set_hosts(f"127.0.0.1 localhost\n{hosts_address} {socket.gethostname()}\n")
-    real = real_gloo(node)
-    for value, got in zip(VALUES, real, strict=True):
-        plan = plan_in(node, **({"GLOO_SOCKET_IFNAME": value} if value else {}))
+    real = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert real[0] == {"addresses": ["127.0.1.1"]}  # the trap, for real
+    for (_, value), gloo, got in zip(cases, predicted, real, strict=True):
         if "error" in got:
             assert value == "ib9" and "Unable to find address for: ib9" in got["error"]
-            assert plan.gloo.bindings[0].error is not None
-            assert plan.gloo.bindings[0].error.startswith("Unable to find address for: ib9")
+            error = gloo.bindings[0].error
+            assert error is not None and error.startswith("Unable to find address for: ib9")
         else:
-            assert got == {"addresses": sorted(str(b.address) for b in plan.gloo.bindings)}, value
+            assert got == {"addresses": sorted(str(b.address) for b in gloo.bindings)}, value
