@@ -7,6 +7,7 @@ capability fails these tests, it never skips them.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 from doctor.allreduce.launch import SshLauncher
 from doctor.allreduce.plan import Deadlines
 from doctor.allreduce.stage import Request, StageResult, run_stage
+from doctor.cli import main
 from doctor.inventory import build_inventory
 from doctor.model import Finding
 from doctor.transport.ssh import SshOptions, SshTransport
@@ -153,3 +155,15 @@ def test_a_10mbit_link_shows_in_the_bandwidth_and_names_the_slow_node(cluster: C
     assert node == "node3" and its < 1.5 * rate and typical > 5 * rate
     (finding,) = result.findings
     assert finding.code == "allreduce.slow_node" and finding.nodes == ("node3",)
+
+
+def test_doctor_allreduce_over_ssh_end_to_end(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["allreduce", "-H", cluster.hosts_arg(), "--ssh-config", str(cluster.ssh_config)]
+    argv += ["--python", sys.executable, "--sizes", "4K", "--iface", "eth0", "-f", "json"]
+    assert main(argv) == 0
+    assert workers_left(cluster) == {}
+    section = json.loads(capsys.readouterr().out)["allreduce"]
+    assert (section["status"], section["world_size"], section["verified"]) == ("passed", 3, True)
+    assert [r["host"] for r in section["runs"][0]["ranks"]] == ["node1", "node2", "node3"]
