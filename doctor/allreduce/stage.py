@@ -27,6 +27,7 @@ CODES = {
     "allreduce.nccl_transport_mismatch": "NCCL used another network than predicted (IB/Socket)",
     "allreduce.nccl_nnodes": "NCCL counted a different number of nodes than there are",
 }
+NO_TORCH = "torch is not importable"  # the worker's words when the node's Python lacks torch
 # Variables whose first name is an interface the rendezvous can use, in order of preference.
 IFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
@@ -190,6 +191,11 @@ def findings_of(runs: list[RunResult], request: Request) -> list[Finding]:
                 "It fails as configured and passes with the recommended settings: set them on "
                 "every node (job script or /etc/environment).",
                 _exports(request.recommendation),
+            )
+        elif any(NO_TORCH in r.error for r in culprits):
+            fix = Fix(
+                "Name the nodes' interpreter that has torch (the one training uses).",
+                (f"doctor allreduce --python /path/to/venv/bin/python   # was {request.python}",),
             )
         else:
             fix = Fix(

@@ -15,7 +15,7 @@ import pytest
 from doctor.allreduce.launch import LocalLauncher, Process
 from doctor.allreduce.plan import Deadlines, Plan, Rank
 from doctor.allreduce.run import run_plan
-from doctor.allreduce.stage import Request, run_stage
+from doctor.allreduce.stage import Request, findings_of, run_stage
 from doctor.inventory import Node
 
 SIZES = (1024, 4096, 65536)
@@ -143,8 +143,11 @@ def test_a_node_without_torch_never_starts() -> None:
                 argv = [argv[0], "-S", *argv[1:]]
             return super().start(node, argv, stdin)
 
-    run = run_plan(local_plan(2, deadlines=Deadlines(rendezvous=5, settle=0.5)), NoSitePackages())
+    plan = local_plan(2, deadlines=Deadlines(rendezvous=5, settle=0.5))
+    run = run_plan(plan, NoSitePackages())
     assert run.status == "failed"
+    (finding,) = findings_of([run], Request(nodes=(), python=plan.python))
+    assert finding.fix is not None and "--python" in finding.fix.commands[0]
     assert run.sentence(run.ranks[1]).startswith(
         "rank 1 (node2) never started: torch is not importable: ModuleNotFoundError"
     )
