@@ -231,6 +231,8 @@ class RunResult:
                 for r in self.ranks
             ],
             "sweep": self.sweep_rows(),
+            # Set when the sweep stopped before its largest size to stay inside its deadline.
+            "sweep_stopped": next((r.sweep_stopped for r in self.ranks if r.sweep_stopped), None),
             "links": self.link_rows(),
             "slow_node": slow[0] if slow else None,
             "nccl": self.nccl,
