@@ -7,18 +7,21 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from doctor import __version__
+from doctor.allreduce.command import attach, build_request
+from doctor.allreduce.launch import launcher_for
+from doctor.allreduce.stage import StageResult, run_stage
 from doctor.baseline import load_baseline, save_baseline
 from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.config import default_map, find_config
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts, NodeFailure
-from doctor.inventory import Node, local_node
+from doctor.inventory import Node, build_inventory, local_node
 from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.output import (
     BaselineOpt,
@@ -44,8 +47,11 @@ from doctor.reference import render_reference
 from doctor.registry import PluginError, load_checks, select
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
+from doctor.stages.run import RemoteOptions, gather_cluster, stage_sections, transport_for
 from doctor.topo.command import TopoFormat, run_topo
+from doctor.transport import Transport
 from doctor.transport.local import LocalTransport
+from doctor.transport.ssh import SshOptions
 
 app = typer.Typer(
     name="doctor",
@@ -73,6 +79,105 @@ TorchOpt = Annotated[
 DeadlineOpt = Annotated[
     float, typer.Option("--deadline", min=1.0, help="Seconds the probe may take on a node.")
 ]
+BackendOpt = Annotated[
+    str, typer.Option("--backend", help="auto (NCCL where every node has a GPU), gloo or nccl.")
+]
+PortOpt = Annotated[int, typer.Option("--port", help="Rendezvous port on the first node.")]
+SizesOpt = Annotated[
+    str, typer.Option("--sizes", help="Sweep sizes: LOW..HIGH (powers of two) or a,b,c.")
+]
+RecommendOpt = Annotated[
+    list[str] | None,
+    typer.Option("--recommend", help="NAME=VALUE to try as recommended (repeatable)."),
+]
+IfaceOpt = Annotated[
+    str | None, typer.Option("--iface", help="Interface whose address hosts the rendezvous.")
+]
+
+# -- which nodes, and how to reach them ------------------------------------------------------
+HostsOpt = Annotated[
+    str | None,
+    typer.Option("--hosts", "-H", help="Nodes: host[:slots][,host...] (user@host:port:slots too)."),
+]
+HostfileOpt = Annotated[
+    Path | None,
+    typer.Option("--hostfile", help="MPI/DeepSpeed (host slots=N) or Horovod (host:N) hostfile."),
+]
+SlurmOpt = Annotated[
+    bool, typer.Option("--slurm", help="The nodes of this SLURM allocation (SLURM_JOB_NODELIST).")
+]
+SshConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--ssh-config", help="ssh_config for aliases (default ~/.ssh/config)."),
+]
+SshPortOpt = Annotated[
+    int | None, typer.Option("--ssh-port", min=1, max=65535, help="SSH port where none is given.")
+]
+IdentityOpt = Annotated[
+    list[str] | None,
+    typer.Option("--identity", "-i", help="Private key file for SSH (repeatable)."),
+]
+KnownHostsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts; repeatable)."
+    ),
+]
+AcceptNewOpt = Annotated[
+    bool,
+    typer.Option(
+        "--accept-new-host-keys",
+        help="Trust and record unknown host keys (OpenSSH accept-new); changed keys stay refused.",
+    ),
+]
+ConnectTimeoutOpt = Annotated[
+    float, typer.Option("--connect-timeout", min=0.5, help="Seconds to connect to a node.")
+]
+NodePythonOpt = Annotated[
+    str | None,
+    typer.Option("--python", help="Python on the nodes (default: the first python3 found there)."),
+]
+MeshOpt = Annotated[
+    bool, typer.Option("--mesh/--no-mesh", help="Test SSH from every node to every other node.")
+]
+ReachOpt = Annotated[
+    bool,
+    typer.Option("--reach/--no-reach", help="Test TCP between nodes on each candidate interface."),
+]
+MasterAddrOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master-addr", help="Rendezvous name every node must resolve (default: node 1)."
+    ),
+]
+
+
+def _remote(
+    hosts: str | None,
+    hostfile: Path | None,
+    slurm: bool,
+    ssh_config: Path | None,
+    ssh_port: int | None,
+    identity: list[str] | None,
+    known_hosts: list[str] | None,
+    accept_new: bool,
+    connect_timeout: float,
+    python: str | None,
+    mesh: bool = True,
+    master: str | None = None,
+    reach: bool = True,
+) -> tuple[list[Node], RemoteOptions]:
+    nodes = build_inventory(
+        hosts=hosts, hostfile=hostfile, slurm=slurm, ssh_config=ssh_config, ssh_port=ssh_port
+    )
+    ssh = SshOptions(
+        connect_timeout=connect_timeout,
+        accept_new_host_keys=accept_new,
+        known_hosts=tuple(known_hosts or ()),
+        identity_files=tuple(identity or ()),
+    )
+    options = RemoteOptions(ssh=ssh, python=python, mesh=mesh, reach=reach, master_addr=master)
+    return nodes, options
 
 
 def _checks(include: list[str] | None, exclude: list[str] | None) -> list[CheckSpec]:
@@ -82,14 +187,16 @@ def _checks(include: list[str] | None, exclude: list[str] | None) -> list[CheckS
         raise UsageError(str(exc)) from None
 
 
-def _gather(nodes: list[Node], spec: dict) -> dict[str, Capture | NodeFailure]:
-    """Probe the nodes with the live per-node progress display on stderr."""
+def _gather(
+    nodes: list[Node], transport: Transport, spec: dict[str, Any], options: RemoteOptions
+) -> ClusterFacts:
+    """Probe the nodes and run the cross-node stages, with live per-node progress on stderr."""
     settings = ui()
     progress = Progress(
         stderr_console(), [n.name for n in nodes], quiet=settings.quiet, verbose=settings.verbose
     )
     with progress:
-        return gather(nodes, LocalTransport(), spec, on_done=progress.done)
+        return gather_cluster(nodes, transport, spec, options, on_done=progress.done)
 
 
 def _judge(
@@ -98,6 +205,7 @@ def _judge(
     if baseline is not None:
         cluster.baseline = load_baseline(baseline)
     report = Report.build(command, cluster, run_checks(specs, cluster))
+    report.sections.update(stage_sections(cluster))
     report.sections["nics"] = nics_section(cluster)
     return report
 
@@ -115,14 +223,100 @@ def preflight(
     baseline: BaselineOpt = None,
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
+    hosts: HostsOpt = None,
+    hostfile: HostfileOpt = None,
+    slurm: SlurmOpt = False,
+    ssh_config: SshConfigOpt = None,
+    ssh_port: SshPortOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new: AcceptNewOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    python: NodePythonOpt = None,
+    mesh: MeshOpt = True,
+    reach: ReachOpt = True,
+    master: MasterAddrOpt = None,
+    run_allreduce: Annotated[
+        bool, typer.Option("--allreduce/--no-allreduce", help="End with a real allreduce.")
+    ] = True,
+    backend: BackendOpt = "auto",
+    port: PortOpt = 29500,
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
     opts = OutputOptions(fmt, json_file, junit_file, markdown_file, redact, fail_on)
     parse_fail_on(fail_on)
     specs = _checks(include, exclude)
     spec = probe_spec(specs, deadline=deadline, torch=torch)
-    cluster = to_cluster(_gather([local_node()], spec))
-    return emit(_judge("preflight", cluster, specs, baseline), opts)
+    nodes, options = _remote(
+        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+        connect_timeout, python, mesh, master, reach,
+    )  # fmt: skip
+    stage = None
+    with transport_for(nodes, options.ssh) as transport:
+        cluster = _gather(nodes, transport, spec, options)
+        if run_allreduce:  # last, over the same connections
+            request = build_request(nodes, cluster, backend=backend, port=port, python=python)
+            stage = run_stage(request, launcher_for(transport))
+    return _with_allreduce(_judge("preflight", cluster, specs, baseline), stage, opts)
+
+
+def _with_allreduce(report: Report, stage: StageResult | None, opts: OutputOptions) -> int:
+    if stage is None:
+        return emit(report, opts)
+    attach(report, stage)
+    code = emit(report, opts)
+    return EXIT_INTERRUPTED if stage.interrupted else code
+
+
+@app.command()
+def allreduce(
+    fmt: FormatOpt = Format.text,
+    json_file: JsonFileOpt = None,
+    fail_on: FailOnOpt = "fail",
+    hosts: HostsOpt = None,
+    hostfile: HostfileOpt = None,
+    slurm: SlurmOpt = False,
+    ssh_config: SshConfigOpt = None,
+    ssh_port: SshPortOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new: AcceptNewOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    python: NodePythonOpt = None,
+    backend: BackendOpt = "auto",
+    port: PortOpt = 29500,
+    ranks: Annotated[
+        int, typer.Option("--ranks", min=1, help="Without hosts: Gloo ranks on this machine.")
+    ] = 2,
+    sizes: SizesOpt = "1K..64M",
+    recommend: RecommendOpt = None,
+    iface: IfaceOpt = None,
+) -> int:
+    """Run a real allreduce: phases, exact verification, a size sweep, the slow node."""
+    parse_fail_on(fail_on)
+    nodes, options = _remote(
+        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+        connect_timeout, python, mesh=False, reach=False,
+    )  # fmt: skip
+    spec = probe_spec([], deadline=20.0)
+    with transport_for(nodes, options.ssh) as transport:
+        cluster = _gather(nodes, transport, spec, options)
+        if all(n.local for n in nodes) and backend != "nccl":
+            nodes = nodes * ranks  # several Gloo ranks on this machine, over loopback
+        request = build_request(
+            nodes,
+            cluster,
+            backend=backend,
+            port=port,
+            python=python,
+            sizes=sizes,
+            recommend=recommend or [],
+            iface=iface,
+        )
+        stage = run_stage(request, launcher_for(transport))
+    report = Report.build("allreduce", cluster, [])
+    opts = OutputOptions(fmt=fmt, json_file=json_file, fail_on=fail_on)
+    return _with_allreduce(report, stage, opts)
 
 
 @app.command()
@@ -137,7 +331,9 @@ def nics(
     """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
     parse_fail_on(fail_on)
     specs = _checks(["nics", "rdma", "limits.memlock"], None)
-    cluster = to_cluster(_gather([local_node()], probe_spec(specs, deadline=deadline)))
+    cluster = _gather(
+        [local_node()], LocalTransport(), probe_spec(specs, deadline=deadline), RemoteOptions()
+    )
     if export:
         lines = export_lines(plans(cluster))
         if not lines:
@@ -180,10 +376,10 @@ def baseline_save(
     else:
         node = local_node()
         spec = probe_spec(load_checks(), deadline=deadline, torch=torch)
-        result = _gather([node], spec)[node.name]
-        if isinstance(result, NodeFailure):
-            raise UsageError(f"cannot save a baseline: {result.summary}")
-        raw = result.raw
+        cluster = _gather([node], LocalTransport(), spec, RemoteOptions())
+        if node.name in cluster.failures:
+            raise UsageError(f"cannot save a baseline: {cluster.failures[node.name].summary}")
+        raw = cluster.nodes[node.name].capture.raw
     save_baseline(file, raw)
     if not ui().quiet:
         stderr_console().print(f"saved baseline {file}; use it with --baseline {file}")
@@ -197,20 +393,36 @@ def collect(
     ],
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
+    hosts: HostsOpt = None,
+    hostfile: HostfileOpt = None,
+    slurm: SlurmOpt = False,
+    ssh_config: SshConfigOpt = None,
+    ssh_port: SshPortOpt = None,
+    identity: IdentityOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new: AcceptNewOpt = False,
+    connect_timeout: ConnectTimeoutOpt = 10.0,
+    python: NodePythonOpt = None,
 ) -> int:
     """Save raw captures (a support bundle); 'doctor analyze DIR' checks them later."""
+    nodes, options = _remote(
+        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+        connect_timeout, python, mesh=False, reach=False,
+    )  # fmt: skip
     try:
         save_raw.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--save-raw {save_raw}: {exc.strerror}") from None
     spec = probe_spec(load_checks(), deadline=deadline, torch=torch)
     failed = 0
-    for name, result in _gather([local_node()], spec).items():
-        if isinstance(result, NodeFailure):
+    with transport_for(nodes, options.ssh) as transport:
+        cluster = _gather(nodes, transport, spec, options)
+    for name in cluster.names:
+        if name in cluster.failures:
             failed += 1
             continue
         path = save_raw / f"{name}.json"
-        path.write_text(json.dumps(result.raw, sort_keys=True))
+        path.write_text(json.dumps(cluster.nodes[name].capture.raw, sort_keys=True))
         if not ui().quiet:
             stderr_console().print(f"saved {path}")
     return EXIT_OK if not failed else 1

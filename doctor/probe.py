@@ -581,6 +581,34 @@ def collect_extra(p):
             p.commands["extra:" + name] = dict(argv=list(argv), **_error("absent", "not on PATH"))
 
 
+# -- peers (cluster helper): how this node resolves the cluster's names ----------------------
+
+
+def _addresses(name):
+    infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM)
+    return sorted(set(info[4][0] for info in infos))
+
+
+def _installed_doctor():
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8 never gets here: the probe needs 3.8
+        return None
+    try:
+        return metadata.version("cluster-doctor")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def collect_peers(p):
+    """Resolve every name the controller asked about and this node's own hostname."""
+    names = list(p.spec.get("resolve", []))
+    names.append(socket.gethostname())
+    for name in names:
+        p.value("resolve:" + name, lambda n=name: _addresses(n))
+    p.value("doctor_version", _installed_doctor)
+
+
 # -- node facts: NCCL, driver, GPUs, MPI, frameworks ---------------------------------------
 # Library calls (libnccl, libcuda, NVML) run in a child interpreter: a library that crashes or
 # hangs takes only that child with it, and the child is killed at its deadline.
@@ -915,6 +943,7 @@ SECTIONS = [
     ("mpi", collect_mpi),
     ("frameworks", collect_frameworks),
     ("extra", collect_extra),
+    ("peers", collect_peers),
 ]
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from doctor.facts.mesh import SshMesh
 from doctor.facts.node import NodeFacts
+from doctor.facts.reach import Reachability
 from doctor.inventory import Node
+from doctor.model import Missing
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,12 @@ class ClusterFacts:
     # A known-good node's facts (--baseline FILE); when set, drift is judged against it
     # instead of the majority.
     baseline: NodeFacts | None = None
+    # The rendezvous name every node must resolve (MASTER_ADDR), when known.
+    master_addr: str | None = None
+    ssh_mesh: SshMesh | Missing = field(default_factory=lambda: Missing("SSH mesh not run"))
+    reachability: Reachability | Missing = field(
+        default_factory=lambda: Missing("reachability not tested")
+    )
 
     @property
     def names(self) -> list[str]:

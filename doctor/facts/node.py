@@ -15,6 +15,7 @@ from doctor.facts.mpi import MpiFacts, parse_mpi
 from doctor.facts.nccl import NcclFacts, parse_nccl
 from doctor.facts.net import NetFacts, parse_net
 from doctor.facts.pci import PciDevice, parse_pci
+from doctor.facts.peers import PeerFacts, parse_peers
 from doctor.facts.rdma import RdmaFacts, parse_rdma
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.facts.topo import TopoFacts, parse_topo
@@ -32,6 +33,7 @@ class NodeFacts:
     env: dict[str, str] | Missing
     pci: list[PciDevice] | Missing
     topo: TopoFacts | Missing
+    peers: PeerFacts | Missing
     net: NetFacts | Missing
     rdma: RdmaFacts | Missing
     nccl: NcclFacts | Missing
@@ -60,6 +62,7 @@ FACT_AREAS: tuple[str, ...] = (
     "net",
     "rdma",
     "topo",
+    "peers",
 )
 
 
@@ -85,6 +88,7 @@ def parse_node(node: str, cap: Capture) -> NodeFacts:
         env=guarded(_env, cap, "env"),
         pci=guarded(parse_pci, cap, "pci"),
         topo=guarded(parse_topo, cap, "topo"),
+        peers=guarded(parse_peers, cap, "peers"),
         net=guarded(parse_net, cap, "net"),
         rdma=guarded(parse_rdma, cap, "rdma"),
         nccl=guarded(parse_nccl, cap, "nccl"),

@@ -8,8 +8,10 @@ from typing import Literal
 from rich.console import Console
 from rich.text import Text
 
+from doctor.allreduce.render import render_allreduce
 from doctor.model import CheckOutcome, Finding, Severity, Status
 from doctor.nodeset import compact
+from doctor.render.matrix import render_matrix
 from doctor.report import Report
 
 _STATUS_STYLE = {
@@ -105,6 +107,9 @@ def render_text(report: Report, console: Console, detail: Detail = "normal") -> 
         for check, outcomes in grouped.items():
             console.print(_check_line(check, outcomes[0].title, outcomes, len(names) > 1))
 
+    if detail != "quiet":
+        _stage_sections(report, console)
+
     if report.findings:
         console.print(Text("\nFindings", style="bold underline"))
         for f in report.findings:
@@ -119,3 +124,16 @@ def render_text(report: Report, console: Console, detail: Detail = "normal") -> 
         style="bold",
     )
     console.print(tail)
+
+
+def _stage_sections(report: Report, console: Console) -> None:
+    """The cross-node stages' tables: SSH mesh, TCP reachability, the allreduce runs."""
+    sections = report.sections
+    if "ssh_mesh" in sections:
+        render_matrix("SSH mesh (rows: from, columns: to)", sections["ssh_mesh"], console)
+    if "reachability" in sections:
+        title = "TCP reachability, any interface (rows: from, columns: to)"
+        render_matrix(title, sections["reachability"], console)
+    allreduce = sections.get("allreduce")
+    if allreduce and not allreduce["skipped"]:  # a skip is already its check's line
+        render_allreduce(allreduce, console)

@@ -12,19 +12,24 @@ from doctor.inventory import Node
 from doctor.transport import ExecResult
 
 
+def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with pipes, in its own session, so one kill takes everything it started."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
 class LocalTransport:
     def execute(
         self, node: Node, argv: list[str], stdin: bytes, timeout: float
     ) -> ExecResult | NodeFailure:
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # so a timeout can kill everything it started
-            )
+            proc = spawn(argv)
         except OSError as exc:
             return NodeFailure(node.name, "node.no_python", f"cannot run {argv[0]}: {exc.strerror}")
         try:

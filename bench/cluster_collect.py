@@ -1,0 +1,153 @@
+"""Cluster collection speed on the netns harness: doctor vs the SSH floor vs `ansible -m setup`.
+
+Run as root from the repository root: ``.venv/bin/python -m bench.cluster_collect [ROUNDS]``.
+For 3 and 16 nodes, each round runs, back to back and in rotating order:
+
+- floor: ``ssh -o BatchMode=yes host true`` to every node at once (OpenSSH, one process per node);
+- doctor: ``doctor preflight -H ... --no-allreduce`` (the whole run: probe, checks, SSH mesh);
+- doctor --no-mesh: the same without the all-pairs SSH mesh;
+- ansible: ``ansible all -m setup -f N`` (the usual way to gather facts over SSH), with its
+  default settings and again with pipelining (its fastest mode, like the doctor's own);
+- mesh alone: the SSH mesh stage by itself, in-process, over open connections.
+
+Medians go to ``bench/cluster_collect.json`` and ``bench/cluster_collect.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from doctor.inventory import build_inventory
+from doctor.stages.mesh import run_mesh
+from doctor.transport.ssh import SshTransport
+from tests.cluster.harness import Cluster, make_cluster
+
+HERE = Path(__file__).parent
+DOCTOR = str(Path(sys.executable).parent / "doctor")
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    elapsed = time.perf_counter() - started
+    if proc.returncode not in (0, 1):  # 1: findings (this harness has none, but do not hide it)
+        raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-500:]}")
+    return elapsed
+
+
+def floor(c: Cluster) -> float:
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            ["ssh", "-F", str(c.ssh_config), "-o", "BatchMode=yes", name, "true"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name in c.names
+    ]
+    if any(p.wait(60) != 0 for p in procs):
+        raise RuntimeError("ssh floor: a node failed")
+    return time.perf_counter() - started
+
+
+def doctor(c: Cluster, *extra: str) -> float:
+    base = [DOCTOR, "preflight", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config)]
+    return timed([*base, "--no-allreduce", "-f", "json", *extra])
+
+
+def ansible(c: Cluster, workdir: Path, pipelining: bool = False) -> float:
+    inventory = workdir / f"inventory{len(c.names)}.ini"
+    inventory.write_text("[all]\n" + "\n".join(c.names) + "\n")
+    env = {
+        **os.environ,
+        "ANSIBLE_SSH_ARGS": f"-F {c.ssh_config} -o ControlMaster=auto -o ControlPersist=60s",
+        "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",  # discovery finds pyenv shims here
+        "ANSIBLE_LOCAL_TEMP": str(workdir / "ansible-local"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_PIPELINING": str(pipelining),
+    }
+    argv = ["ansible", "all", "-i", str(inventory), "-m", "setup", "-f", str(len(c.names))]
+    return timed(argv, env)
+
+
+def mesh_alone(c: Cluster) -> float:
+    nodes = build_inventory(hosts=c.hosts_arg(), ssh_config=c.ssh_config)
+    with SshTransport() as transport:
+        for n in nodes:  # open the connections first: time the mesh, not the controller's SSH
+            transport.execute(n, ["true"], b"", 30)
+        started = time.perf_counter()
+        mesh = run_mesh(nodes, nodes, transport)
+        elapsed = time.perf_counter() - started
+    if mesh.failed() or mesh.not_run:
+        raise RuntimeError(f"mesh failed: {mesh.failed()[:3]} {mesh.not_run}")
+    return elapsed
+
+
+def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
+    with make_cluster(n, workdir / f"c{n}") as c:
+        runs = {
+            "floor": lambda: floor(c),
+            "doctor": lambda: doctor(c),
+            "doctor_no_mesh": lambda: doctor(c, "--no-mesh"),
+            "ansible": lambda: ansible(c, workdir),
+            "ansible_pipelining": lambda: ansible(c, workdir, pipelining=True),
+            "mesh_alone": lambda: mesh_alone(c),
+        }
+        times: dict[str, list[float]] = {k: [] for k in runs}
+        for fn in runs.values():  # warm-up (page cache, pyc), not recorded
+            fn()
+        for r in range(rounds):
+            order = list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]
+            for name in order:
+                times[name].append(runs[name]())
+    med = {k: round(statistics.median(v), 3) for k, v in times.items()}
+    return {
+        "nodes": n,
+        "median_s": med,
+        "all_s": {k: [round(x, 3) for x in v] for k, v in times.items()},
+    }
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    with tempfile.TemporaryDirectory() as tmp:
+        results = [measure(n, rounds, Path(tmp)) for n in (3, 16)]
+    small, big = (r["median_s"] for r in results)
+    assert isinstance(small, dict) and isinstance(big, dict)
+    ratios = {
+        "doctor_over_floor_16": round(big["doctor"] / big["floor"], 2),
+        "doctor_no_mesh_over_floor_16": round(big["doctor_no_mesh"] / big["floor"], 2),
+        "ansible_over_doctor_16": round(big["ansible"] / big["doctor"], 2),
+        "ansible_over_doctor_no_mesh_16": round(big["ansible"] / big["doctor_no_mesh"], 2),
+        "doctor_16_over_3": round(big["doctor"] / small["doctor"], 2),
+        "doctor_no_mesh_16_over_3": round(big["doctor_no_mesh"] / small["doctor_no_mesh"], 2),
+        "floor_16_over_3": round(big["floor"] / small["floor"], 2),
+        "mesh_16_over_3": round(big["mesh_alone"] / small["mesh_alone"], 2),
+    }
+    load = os.getloadavg()
+    doc = {
+        "machine": f"{platform.node()} {os.cpu_count()} CPUs, load {load[0]:.1f} at the end",
+        "rounds": rounds,
+        "results": results,
+        "ratios": ratios,
+    }
+    (HERE / "cluster_collect.json").write_text(json.dumps(doc, indent=1) + "\n")
+    lines = [f"cluster collection, medians of {rounds} rounds ({doc['machine']})"]
+    lines.append(f"{'':<16}{'3 nodes':>10}{'16 nodes':>10}")
+    for key in small:
+        lines.append(f"{key:<16}{small[key]:>9.3f}s{big[key]:>9.3f}s")
+    lines += [f"{k}: {v}" for k, v in ratios.items()]
+    (HERE / "cluster_collect.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

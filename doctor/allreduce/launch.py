@@ -1,0 +1,232 @@
+"""Start worker ranks on nodes and stream their JSON lines back; kill them whole.
+
+A launcher starts one program on a node and hands back a ``Process``: its stdout lines, its
+stderr, a way to close its stdin (the worker's lifeline) and a way to kill its process group.
+``LocalLauncher`` runs on this machine; ``SshLauncher`` runs over the SSH transport's
+connections, streaming, so the controller sees every phase as it happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib.resources import files
+from typing import Any, Protocol
+
+import paramiko
+
+from doctor.facts.cluster import NodeFailure
+from doctor.inventory import Node
+from doctor.transport import Transport
+from doctor.transport.local import spawn
+from doctor.transport.ssh import SshTransport, remote_command, split_pid
+
+# Reads exactly the worker's source from stdin and runs it; what stays on stdin is the lifeline.
+BOOT = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'allreduce-worker','exec'))"
+STDERR_LIMIT = 1 << 20
+CHUNK = 1 << 16
+KILL_WAIT = 10.0  # seconds to see a killed remote worker's exit status
+
+
+def worker_source() -> bytes:
+    return files("doctor.allreduce").joinpath("worker.py").read_bytes()
+
+
+def worker_argv(python: str, source: bytes, spec: dict[str, Any]) -> list[str]:
+    return [python, "-c", BOOT, str(len(source)), json.dumps(spec, sort_keys=True)]
+
+
+class Process(Protocol):
+    def stdout_lines(self) -> Iterator[bytes]: ...
+
+    def stderr_chunks(self) -> Iterator[bytes]: ...
+
+    def close_stdin(self) -> None: ...
+
+    def kill(self) -> None:
+        """Kill the whole process group on its node, and wait for it to end here."""
+        ...
+
+    def exit_code(self) -> int | None: ...
+
+
+class Launcher(Protocol):
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        """Start ``argv`` on ``node``, writing ``stdin`` and keeping it open; or the error text."""
+        ...
+
+
+class LocalProcess:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def stdout_lines(self) -> Iterator[bytes]:
+        assert self.proc.stdout
+        yield from self.proc.stdout
+
+    def stderr_chunks(self) -> Iterator[bytes]:
+        assert self.proc.stderr
+        fd = self.proc.stderr.fileno()
+        yield from iter(lambda: os.read(fd, CHUNK), b"")
+
+    def close_stdin(self) -> None:
+        if self.proc.stdin:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.close_stdin()
+        self.proc.wait()
+
+    def exit_code(self) -> int | None:
+        return self.proc.wait()
+
+
+class LocalLauncher:
+    """Every rank on this machine (the nodes are only names), talking over loopback."""
+
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        try:
+            proc = spawn(argv)
+        except OSError as exc:
+            return f"cannot run {argv[0]}: {exc.strerror}"
+        assert proc.stdin
+        with contextlib.suppress(OSError):  # it died at once: its exit and stderr say why
+            proc.stdin.write(stdin)
+            proc.stdin.flush()
+        return LocalProcess(proc)
+
+
+class SshProcess:
+    def __init__(self, transport: SshTransport, node: Node, chan: paramiko.Channel) -> None:
+        self.transport, self.node, self.chan = transport, node, chan
+        self.pid: int | None = None
+
+    def stdout_lines(self) -> Iterator[bytes]:
+        yield from self.chan.makefile("rb")
+
+    def stderr_chunks(self) -> Iterator[bytes]:
+        first = True
+        for chunk in iter(lambda: self.chan.recv_stderr(CHUNK), b""):
+            if first:  # the remote wrapper announces the process group's pid first
+                self.pid, chunk = split_pid(chunk)
+                first = False
+            yield chunk
+
+    def close_stdin(self) -> None:
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            self.chan.shutdown_write()
+
+    def kill(self) -> None:
+        if not self.chan.exit_status_ready():
+            # The group kill, and the lifeline (stdin EOF) for a worker whose pid never arrived;
+            # its exit status coming back is the proof it is gone from the node.
+            self.transport.kill_group(self.node, self.pid)
+            self.close_stdin()
+            self.chan.status_event.wait(KILL_WAIT)
+        self.chan.close()
+
+    def exit_code(self) -> int | None:
+        if not self.chan.status_event.wait(KILL_WAIT):
+            return None
+        return self.chan.recv_exit_status()
+
+
+class SshLauncher:
+    """Ranks on remote nodes over the SSH transport's cached connections."""
+
+    def __init__(self, transport: SshTransport, timeout: float = 10.0) -> None:
+        self.transport, self.timeout = transport, timeout
+
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        chan = self.transport.session(node, self.timeout)
+        if isinstance(chan, NodeFailure):
+            return chan.summary
+        try:
+            chan.exec_command(remote_command(argv))
+            chan.sendall(stdin)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            chan.close()
+            return f"SSH session to {node.name} failed: {exc}"
+        return SshProcess(self.transport, node, chan)
+
+
+@dataclass
+class Event:
+    """One JSON line from a rank (``data`` None: its stdout closed), stamped on arrival."""
+
+    key: int
+    data: dict[str, Any] | None
+    at: float
+
+
+@dataclass
+class Worker:
+    """One started worker; its stdout lines go to the shared queue as Events."""
+
+    key: int
+    process: Process
+    stderr: bytearray = field(default_factory=bytearray)
+    junk: list[str] = field(default_factory=list)  # stdout lines that were not JSON
+
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+def start(
+    key: int,
+    launcher: Launcher,
+    node: Node,
+    argv: list[str],
+    source: bytes,
+    events: queue.Queue[Event],
+) -> Worker | str:
+    """Start one worker and its reader threads; the error text when it cannot be started."""
+    process = launcher.start(node, argv, source)
+    if isinstance(process, str):
+        return process
+    worker = Worker(key, process)
+    threading.Thread(target=_read_stdout, args=(worker, events), daemon=True).start()
+    threading.Thread(target=_read_stderr, args=(worker,), daemon=True).start()
+    return worker
+
+
+def _read_stdout(worker: Worker, events: queue.Queue[Event]) -> None:
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        for raw in worker.process.stdout_lines():
+            line = raw.decode("utf-8", "replace").strip()
+            try:
+                data = json.loads(line)
+            except ValueError:
+                data = None
+            if isinstance(data, dict):
+                events.put(Event(worker.key, data, time.monotonic()))
+            elif line:
+                worker.junk.append(line[:300])
+    events.put(Event(worker.key, None, time.monotonic()))
+
+
+def _read_stderr(worker: Worker) -> None:
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        for chunk in worker.process.stderr_chunks():
+            worker.stderr.extend(chunk)
+            if len(worker.stderr) > STDERR_LIMIT:
+                # Keep the head (NCCL's init lines) and the newest tail (the error).
+                del worker.stderr[STDERR_LIMIT // 2 : len(worker.stderr) - STDERR_LIMIT // 2]
+
+
+def launcher_for(transport: Transport) -> Launcher:
+    """Ranks go where the probe went: over its SSH connections, or on this machine."""
+    if isinstance(transport, SshTransport):
+        return SshLauncher(transport)
+    return LocalLauncher()

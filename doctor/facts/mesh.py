@@ -1,0 +1,94 @@
+"""The passwordless-SSH mesh: what each node's OpenSSH client said when asked to reach each peer."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+# OpenSSH client messages (ssh.c, sshconnect.c, sshconnect2.c) and what they mean, first match wins.
+_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "host_key_changed"),
+    ("Host key verification failed", "host_key_unknown"),
+    ("Permission denied", "publickey_denied"),
+    ("Could not resolve hostname", "unresolvable"),
+    ("Connection refused", "refused"),
+    ("timed out", "timeout"),
+    ("No route to host", "unreachable"),
+    ("Network is unreachable", "unreachable"),
+    ("Invalid argument", "unreachable"),  # connect() through a local blackhole route
+    ("kex_exchange_identification", "dropped"),
+    ("Connection closed by", "dropped"),
+    ("Connection reset by", "dropped"),
+)
+
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class MeshLink:
+    """One attempt ``source -> target``; ``status`` is ``ok`` or the kind of failure."""
+
+    source: str
+    target: str
+    status: str
+    message: str = ""  # the client's last stderr line, or why there was no attempt
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class SshMesh:
+    """Every attempted link; sources that could not run the attempts are in ``not_run``."""
+
+    nodes: tuple[str, ...]
+    links: tuple[MeshLink, ...]
+    not_run: dict[str, str] = field(default_factory=dict)
+
+    def failed(self) -> list[MeshLink]:
+        return [link for link in self.links if link.status != OK]
+
+    def to_section(self) -> dict[str, Any]:
+        """The report's ``ssh_mesh``: nodes, a row per source (target -> status), and failures."""
+        matrix: dict[str, dict[str, str]] = {s: {} for s in self.nodes}
+        for link in self.links:
+            matrix[link.source][link.target] = link.status
+        return {
+            "nodes": list(self.nodes),
+            "matrix": matrix,
+            "failures": [
+                {"source": x.source, "target": x.target, "status": x.status, "message": x.message}
+                for x in self.failed()
+            ],
+            "not_run": dict(self.not_run),
+        }
+
+
+def classify(rc: int, stderr: str) -> tuple[str, str]:
+    """An ``ssh ... true`` attempt's status and the line that explains it."""
+    lines = [ln.strip() for ln in stderr.replace("\r", "").splitlines() if ln.strip()]
+    if rc == 0:
+        return OK, ""
+    for needle, status in _PATTERNS:
+        for line in lines:
+            if needle in line:
+                return status, line
+    return "failed", lines[-1] if lines else f"ssh exit status {rc}"
+
+
+def parse_agent_output(source: str, text: str) -> list[MeshLink] | str:
+    """The mesh agent's JSON from one node, or why it could not be read."""
+    try:
+        return [_link(source, entry) for entry in json.loads(text)["results"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"mesh agent output is not a list of results: {type(exc).__name__}: {exc}"
+
+
+def _link(source: str, entry: dict[str, Any]) -> MeshLink:
+    target = str(entry["target"])
+    seconds = entry.get("seconds")
+    error = entry.get("error")
+    if error:
+        status = "timeout" if error["kind"] == "timeout" else "no_ssh_client"
+        return MeshLink(source, target, status, str(error["detail"]), seconds)
+    status, message = classify(int(entry["rc"]), str(entry.get("stderr", "")))
+    return MeshLink(source, target, status, message, seconds)

@@ -1,0 +1,132 @@
+"""TCP reachability on candidate interfaces, judged the way Horovod's interface test does."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+OK = "ok"
+# When several interfaces of a peer fail, the node×node matrix shows the first of these.
+_WORST_FIRST = (
+    "timeout",
+    "unreachable",
+    "refused",
+    "failed",
+    "wrong_source",
+    "wrong_host",
+    "not_tested",
+)
+
+
+@dataclass(frozen=True)
+class ReachLink:
+    """``source`` connecting to ``target``'s ``iface`` address; ``seen_from`` is the address the
+    connection arrived from on the receiving side (NAT and docker paths change it)."""
+
+    source: str
+    target: str
+    iface: str
+    address: str
+    status: str
+    seen_from: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Reachability:
+    nodes: tuple[str, ...]
+    interfaces: dict[str, dict[str, str]]  # node -> iface -> address tested
+    links: tuple[ReachLink, ...]
+    port: int
+    not_run: dict[str, str] = field(default_factory=dict)
+
+    def pair_status(self, source: str, target: str) -> str | None:
+        statuses = [x.status for x in self.links if x.source == source and x.target == target]
+        if not statuses:
+            return None
+        if OK in statuses:
+            return OK
+        return next((s for s in _WORST_FIRST if s in statuses), statuses[0])
+
+    def proven(self) -> dict[str, set[str]]:
+        """Per node, the interfaces every tested peer reached (what a recommendation may use)."""
+        out: dict[str, set[str]] = {n: set() for n in self.interfaces}
+        for node, ifaces in self.interfaces.items():
+            for iface in ifaces:
+                links = [x for x in self.links if x.target == node and x.iface == iface]
+                if links and all(x.status == OK for x in links):
+                    out[node].add(iface)
+        return out
+
+    def to_section(self) -> dict[str, Any]:
+        matrix: dict[str, dict[str, str]] = {}
+        for s in self.nodes:
+            row = {t: st for t in self.nodes if t != s and (st := self.pair_status(s, t))}
+            if row or s not in self.not_run:
+                matrix[s] = row
+        return {
+            "nodes": list(self.nodes),
+            "port": self.port,
+            "interfaces": self.interfaces,
+            "matrix": matrix,
+            "links": [
+                {
+                    "source": x.source,
+                    "target": x.target,
+                    "iface": x.iface,
+                    "address": x.address,
+                    "status": x.status,
+                    "seen_from": x.seen_from,
+                    "message": x.message,
+                }
+                for x in self.links
+            ],
+            "proven": {n: sorted(v) for n, v in self.proven().items()},
+            "not_run": dict(self.not_run),
+        }
+
+
+def parse_agent_json(text: str) -> dict[str, Any] | str:
+    try:
+        doc = json.loads(text)
+        if not isinstance(doc, dict) or not isinstance(doc.get("connects"), list):
+            return "reach agent output has no connects"
+        return doc
+    except ValueError as exc:
+        return f"reach agent output is not JSON: {exc}"
+
+
+def judge(
+    outputs: dict[str, dict[str, Any]], interfaces: dict[str, dict[str, str]]
+) -> list[ReachLink]:
+    """Every connect attempt, confirmed against what the receiving listeners saw."""
+    arrived: dict[tuple[str, str, str], tuple[str, str]] = {}  # token -> (receiver, peer addr)
+    for receiver, doc in outputs.items():
+        for entry in doc.get("accepted", []):
+            parts = str(entry.get("token", "")).split()
+            if len(parts) == 3:
+                arrived[(parts[0], parts[1], parts[2])] = (receiver, str(entry.get("peer")))
+    links = []
+    for source, doc in outputs.items():
+        for c in doc["connects"]:
+            target, iface, address = str(c["node"]), str(c["iface"]), str(c["address"])
+            status, seen, message = str(c.get("status", "failed")), None, str(c.get("error", ""))
+            listening = outputs.get(target, {}).get("listen", {}).get(address)
+            if listening not in (None, OK):
+                status, message = "not_tested", f"{target} could not listen there: {listening}"
+            elif status == OK:
+                got = arrived.get((source, target, address))
+                if got is None:
+                    status = "not_tested" if target not in outputs else "wrong_host"
+                    message = "the connection never arrived at " + target
+                else:
+                    receiver, seen = got
+                    if receiver != target:
+                        status = "wrong_host"
+                        message = f"answered by {receiver}: the address is also {receiver}'s"
+                    elif seen != c.get("local"):
+                        status = "wrong_source"
+                        message = f"sent from {c.get('local')}, arrived from {seen} (NAT)"
+            links.append(ReachLink(source, target, iface, address, status, seen, message))
+    return links

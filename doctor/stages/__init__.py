@@ -1,0 +1,1 @@
+"""Active stages: things done between nodes (SSH mesh, name resolution, reachability)."""

@@ -1,0 +1,155 @@
+"""`doctor preflight -H ...` end to end on a real 3-node cluster (network namespaces, real sshd)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from doctor import __version__
+from doctor.cli import main
+from doctor.render.matrix import render_matrix
+
+pytestmark = pytest.mark.cluster
+
+
+def preflight(c, capsys, *extra: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    rc = main(
+        ["preflight", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config), "-f", "json", *extra]
+    )
+    out = capsys.readouterr().out
+    return rc, json.loads(out)
+
+
+def codes(report: dict) -> dict[str, list[str]]:
+    return {f["code"]: f["nodes"] for f in report["findings"]}
+
+
+def fully_reported(report: dict, names: list[str]) -> None:
+    for name in names:
+        node = report["nodes"][name]
+        assert node["status"] == "ok", node
+        assert node["facts"]["system"]["hostname"] == name
+
+
+def test_healthy_cluster_is_clean(new_cluster, capsys):
+    c = new_cluster(3)
+    rc, report = preflight(c, capsys)
+    assert rc == 0, report["findings"]
+    assert report["findings"] == []
+    fully_reported(report, c.names)
+    mesh = report["ssh_mesh"]
+    assert mesh["nodes"] == c.names and mesh["failures"] == []
+    assert mesh["matrix"]["node2"] == {"node1": "ok", "node3": "ok"}
+    statuses = {o["check"]: o["status"] for o in report["outcomes"]}
+    for check in ("ssh.mesh", "names.resolve", "identity.unique", "clock.skew", "node.reach"):
+        assert statuses[check] == "pass", check
+
+
+def test_one_way_ssh_is_named_with_direction_and_fix(new_cluster, capsys):
+    c = new_cluster(3)
+    c.break_ssh_one_way("node2", "node3")
+    rc, report = preflight(c, capsys)
+    assert rc == 1
+    [finding] = [f for f in report["findings"] if f["check"] == "ssh.mesh"]
+    assert finding["code"] == "mesh.publickey_denied"
+    assert finding["summary"].startswith(
+        "SSH node2 → node3 fails: node3 does not accept node2's key"
+    )
+    assert "node3 → node2 works (one way only)" in finding["summary"]
+    assert finding["fix"]["commands"] == [
+        "ssh node2 'cat ~/.ssh/id_*.pub' | ssh node3 'cat >> ~/.ssh/authorized_keys'"
+    ]
+    assert report["ssh_mesh"]["matrix"]["node2"]["node3"] == "publickey_denied"
+    assert report["ssh_mesh"]["matrix"]["node3"]["node2"] == "ok"
+
+
+def test_sshd_down_on_one_node(new_cluster, capsys):
+    c = new_cluster(3)
+    c.stop_sshd("node2")
+    rc, report = preflight(c, capsys)
+    assert rc == 1
+    found = codes(report)
+    assert found["ssh.refused"] == ["node2"]
+    # The other nodes cannot ssh to node2 either: the mesh says so, from each of them.
+    assert sorted(found["mesh.refused"]) == ["node1", "node2", "node3"]
+    assert report["nodes"]["node2"]["status"] == "failed"
+    fully_reported(report, ["node1", "node3"])
+    [reach] = [f for f in report["findings"] if f["code"] == "ssh.refused"]
+    assert "Start sshd on node2" in reach["fix"]["text"]
+
+
+def test_blackholed_node_ends_within_deadline(new_cluster, capsys):
+    c = new_cluster(3)
+    c.blackhole("node3")
+    started = time.monotonic()
+    rc, report = preflight(c, capsys, "--connect-timeout", "2")
+    elapsed = time.monotonic() - started
+    assert elapsed < 12, elapsed  # connect 2 s, mesh ConnectTimeout 5 s, plus the probe
+    assert rc == 1
+    found = codes(report)
+    assert found["ssh.timeout"] == ["node3"]
+    assert set(found["mesh.timeout"]) == {"node1", "node2", "node3"}
+    fully_reported(report, ["node1", "node2"])
+    assert report["summary"]["nodes_failed"] == 1
+
+
+def test_hostname_on_loopback(new_cluster, capsys):
+    c = new_cluster(3)
+    c.hostname_loopback("node1")
+    rc, report = preflight(c, capsys)
+    assert rc == 1
+    [f] = [f for f in report["findings"] if f["code"] == "names.loopback"]
+    assert f["nodes"] == ["node1"]
+    assert f["summary"].startswith("node1 resolves its own name node1 to 127.0.1.1")
+    assert (
+        f"echo '{c.node('node1').address} node1' | sudo tee -a /etc/hosts" in f["fix"]["commands"]
+    )
+
+
+def test_name_missing_on_one_node(new_cluster, capsys):
+    c = new_cluster(3)
+    c.unresolvable_on("node2", "node3")
+    rc, report = preflight(c, capsys)
+    assert rc == 1
+    found = codes(report)
+    assert found["names.unresolvable"] == ["node2"]
+    assert found["mesh.unresolvable"] == ["node2", "node3"]
+
+
+def test_different_version_on_one_node_is_named(new_cluster, capsys, tmp_path):
+    c = new_cluster(3)
+    # The site-packages of the python3 a login on the node finds (what the probe runs with).
+    site = c.ssh("node2", "python3 -c 'import site; print(site.getsitepackages()[0])'").stdout
+    fake = tmp_path / "site"
+    meta = fake / "cluster_doctor-0.0.9.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: cluster-doctor\nVersion: 0.0.9\n")
+    c.bind_mount("node2", fake, site.strip())
+    # The mount hides node2's torch too; the allreduce would rightly fail, which is not this test.
+    rc, report = preflight(c, capsys, "--no-allreduce")
+    assert rc == 0  # a warning: the probe that ran is the controller's own
+    [f] = [f for f in report["findings"] if f["code"] == "doctor.version_differs"]
+    assert f["nodes"] == ["node2"]
+    assert f["summary"] == f"node2 have cluster-doctor 0.0.9; this controller runs {__version__}"
+
+
+def test_terminal_matrix_shows_the_broken_link(new_cluster, capsys):
+    c = new_cluster(3)
+    c.break_ssh_one_way("node2", "node3")
+    _, report = preflight(c, capsys)
+    console = Console(width=80, record=True, color_system=None)
+    render_matrix("SSH mesh", report["ssh_mesh"], console)
+    lines = console.export_text().splitlines()
+    assert lines[-3:] == ["   2 node2 . - K", "   3 node3 . . -", "     K publickey_denied"]
+
+
+def test_unreadable_hostfile_is_a_usage_error(tmp_path: Path, capsys):
+    (tmp_path / "hosts").write_text("a slots=2\na slots=2\n")
+    assert main(["preflight", "--hostfile", str(tmp_path / "hosts")]) == 2
+    err = capsys.readouterr().err
+    assert "line 2 of" in err and "duplicate host 'a'" in err

@@ -1,0 +1,67 @@
+"""TCP reachability on candidate interfaces, on the real harness (Horovod-style source check)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster.test_preflight_cluster import preflight
+
+pytestmark = pytest.mark.cluster
+
+
+def test_healthy_all_pairs_reach_on_eth0(new_cluster, capsys):
+    c = new_cluster(3)
+    rc, report = preflight(c, capsys)
+    assert rc == 0, report["findings"]
+    reach = report["reachability"]
+    assert reach["matrix"] == {s: {t: "ok" for t in c.names if t != s} for s in c.names}
+    assert reach["proven"] == {n: ["eth0"] for n in c.names}
+    for link in reach["links"]:
+        # The peer saw the connection come from the sender's own eth0 address.
+        assert link["seen_from"] == c.node(link["source"]).address
+
+
+def test_docker0_same_address_everywhere_is_never_proven(new_cluster, capsys):
+    c = new_cluster(3)
+    c.add_docker0()
+    _, report = preflight(c, capsys)
+    reach = report["reachability"]
+    assert reach["interfaces"]["node1"] == {
+        "eth0": c.node("node1").address,
+        "docker0": "172.17.0.1",
+    }
+    assert reach["proven"] == {n: ["eth0"] for n in c.names}
+    [f] = [f for f in report["findings"] if f["code"] == "reach.iface_isolated"]
+    assert sorted(f["nodes"]) == c.names and f["summary"].startswith(
+        "docker0 (172.17.0.1) on node[1-3]"
+    )
+    docker = [x for x in reach["links"] if x["iface"] == "docker0"]
+    assert docker and all(x["status"] == "wrong_host" for x in docker)
+    assert not [f for f in report["findings"] if f["code"] in ("reach.none", "reach.partial")]
+
+
+def test_interface_names_differ_per_node(new_cluster, capsys):
+    c = new_cluster(3)
+    c.rename_interface("node2", "ens5")
+    _, report = preflight(c, capsys)
+    assert report["reachability"]["proven"] == {
+        "node1": ["eth0"],
+        "node2": ["ens5"],
+        "node3": ["eth0"],
+    }
+
+
+def test_one_path_blocked_is_named_both_ways(new_cluster, capsys):
+    c = new_cluster(3)
+    c.blackhole_between("node1", "node3")  # node3 drops its replies to node1
+    rc, report = preflight(c, capsys)
+    assert rc == 1
+    none = {
+        (f["data"]["source"], f["data"]["target"]): f
+        for f in report["findings"]
+        if f["code"] == "reach.none"
+    }
+    assert set(none) == {("node1", "node3"), ("node3", "node1")}
+    assert none[("node1", "node3")]["data"]["status"] == "timeout"
+    assert none[("node3", "node1")]["data"]["status"] == "unreachable"
+    assert report["reachability"]["matrix"]["node2"] == {"node1": "ok", "node3": "ok"}
