@@ -11,8 +11,11 @@ Usage (root)::
 
 Every node has its own hostname (UTS namespace), /etc/hosts and /etc/ssh (``ip netns exec``
 bind-mounts /etc/netns/<ns>/*), host key, user key and known_hosts, so ``ssh nodeJ`` inside node I
-behaves as on a real cluster (the mesh check runs exactly that). The controller is this machine:
-it reaches the nodes through the bridge address ``.254`` using ``c.ssh_config``.
+behaves as on a real cluster (the mesh check runs exactly that). Each sshd runs in its own mount
+namespace (``c.bind_mount`` puts a file or package on one node only) where root's ~/.bashrc is
+empty: logins use the system PATH (``/usr/bin/python3``), not this machine's pyenv. The
+controller is this machine: it reaches the nodes through the bridge address ``.254`` using
+``c.ssh_config``.
 
 A free /24 in 198.18.0.0/15 is claimed with an exclusive lock file, because several harnesses run
 at once on this machine. Everything is removed by the names created here, and every process left in
@@ -151,6 +154,7 @@ class Cluster:
             )
         )
         Path("/run/sshd").mkdir(exist_ok=True)
+        (self.workdir / "bashrc").write_text("# test node: no per-login setup\n")
         for node in self.nodes:
             self.start_sshd(node.name)
         self.wait_ready()
@@ -177,6 +181,10 @@ class Cluster:
     def start_sshd(self, name: str) -> None:
         node = self.node(name)
         setup = f"hostname {node.name}"
+        if Path("/root/.bashrc").exists():
+            # A fresh node's shell: this machine's root .bashrc runs `pyenv init` (a rehash under
+            # a global lock) in every SSH login, which hundreds of mesh logins queue on.
+            setup += f" && mount --bind {shlex.quote(str(self.workdir / 'bashrc'))} /root/.bashrc"
         if node.small_shm:  # Docker's default: a 64 MB tmpfs on /dev/shm
             setup += " && mount -t tmpfs -o size=64m tmpfs /dev/shm"
         script = f"{setup} && exec {SSHD} -D -e -f {shlex.quote(str(node.dir / 'sshd_config'))}"
