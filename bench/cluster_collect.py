@@ -32,6 +32,7 @@ from doctor.transport.ssh import SshTransport
 from tests.cluster.harness import Cluster, make_cluster
 
 HERE = Path(__file__).parent
+MESH_FAILURES: list[int] = []
 DOCTOR = str(Path(sys.executable).parent / "doctor")
 
 
@@ -69,7 +70,9 @@ def ansible(c: Cluster, workdir: Path, pipelining: bool = False) -> float:
     inventory.write_text("[all]\n" + "\n".join(c.names) + "\n")
     env = {
         **os.environ,
+        # Ansible's default multiplexing, with the sockets kept in this cluster's own folder.
         "ANSIBLE_SSH_ARGS": f"-F {c.ssh_config} -o ControlMaster=auto -o ControlPersist=60s",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(c.workdir / "ansible-cp"),
         "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",  # discovery finds pyenv shims here
         "ANSIBLE_LOCAL_TEMP": str(workdir / "ansible-local"),
         "ANSIBLE_NOCOLOR": "1",
@@ -77,6 +80,15 @@ def ansible(c: Cluster, workdir: Path, pipelining: bool = False) -> float:
     }
     argv = ["ansible", "all", "-i", str(inventory), "-m", "setup", "-f", str(len(c.names))]
     return timed(argv, env)
+
+
+def stop_ansible_masters(c: Cluster) -> None:
+    """End ansible's persistent SSH masters for this cluster (never leave a process behind)."""
+    folder = c.workdir / "ansible-cp"
+    for sock in folder.glob("*") if folder.is_dir() else []:
+        subprocess.run(
+            ["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "x"], capture_output=True, timeout=10
+        )
 
 
 def mesh_alone(c: Cluster) -> float:
@@ -87,8 +99,8 @@ def mesh_alone(c: Cluster) -> float:
         started = time.perf_counter()
         mesh = run_mesh(nodes, nodes, transport)
         elapsed = time.perf_counter() - started
-    if mesh.failed() or mesh.not_run:
-        raise RuntimeError(f"mesh failed: {mesh.failed()[:3]} {mesh.not_run}")
+    # On 2 shared cores a few of the n*(n-1) logins can overrun; count them, do not hide them.
+    MESH_FAILURES.append(len(mesh.failed()) + len(mesh.not_run))
     return elapsed
 
 
@@ -109,6 +121,7 @@ def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
             order = list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]
             for name in order:
                 times[name].append(runs[name]())
+        stop_ansible_masters(c)
     med = {k: round(statistics.median(v), 3) for k, v in times.items()}
     return {
         "nodes": n,
@@ -141,6 +154,7 @@ def main() -> None:
         "rounds": rounds,
         "results": results,
         "ratios": ratios,
+        "mesh_alone_failed_links_per_run": MESH_FAILURES,
     }
     (HERE / "cluster_collect.json").write_text(json.dumps(doc, indent=1) + "\n")
     lines = [f"cluster collection, medians of {rounds} rounds ({doc['machine']})"]
@@ -148,6 +162,7 @@ def main() -> None:
     for key in small:
         lines.append(f"{key:<20}{small[key]:>9.3f}s{big[key]:>9.3f}s")
     lines += [f"{k}: {v}" for k, v in ratios.items()]
+    lines.append(f"mesh_alone failed links per run (load on 2 cores): {MESH_FAILURES}")
     (HERE / "cluster_collect.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
