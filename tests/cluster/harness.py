@@ -9,6 +9,15 @@ Usage (root)::
         c.stop_sshd("node2")                       # connection refused
         c.blackhole("node3")                       # every TCP connect to node3 times out
 
+Other builders (testbed.md's scenarios): ``blackhole_between(a, b)`` (only a -> b times out),
+``forget_host_key(a, b)``, ``replace_host_key(n)``, ``deauthorize_controller(n)``,
+``hostname_loopback(n)`` (own name -> 127.0.1.1), ``unresolvable_on(n, name)``,
+``rename_interface(n, "ens5")``, ``add_docker0()`` (172.17.0.1/16 everywhere),
+``shape(n, "10mbit")`` (tbf both ways), ``set_mtu(n, 1400)``,
+``make_cluster(n, dir, small_shm=("node2",))`` (64 MB /dev/shm), ``bind_mount(n, src, dst)``.
+``c.node(n).run(argv)`` runs inside a node's namespace; ``c.ssh(n, cmd)`` goes through its sshd.
+``python -m tests.cluster.harness N DIR`` holds a cluster up until interrupted (benches, by hand).
+
 Every node has its own hostname (UTS namespace), /etc/hosts and /etc/ssh (``ip netns exec``
 bind-mounts /etc/netns/<ns>/*), host key, user key and known_hosts, so ``ssh nodeJ`` inside node I
 behaves as on a real cluster (the mesh check runs exactly that). Each sshd runs in its own mount
