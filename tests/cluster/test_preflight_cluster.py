@@ -11,6 +11,7 @@ from rich.console import Console
 
 from doctor import __version__
 from doctor.cli import main
+from doctor.render.json_report import validate
 from doctor.render.matrix import render_matrix
 
 pytestmark = pytest.mark.cluster
@@ -21,8 +22,9 @@ def preflight(c, capsys, *extra: str) -> tuple[int, dict]:
     rc = main(
         ["preflight", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config), "-f", "json", *extra]
     )
-    out = capsys.readouterr().out
-    return rc, json.loads(out)
+    report = json.loads(capsys.readouterr().out)
+    validate(report)  # every report these tests see keeps the shipped schema
+    return rc, report
 
 
 def codes(report: dict) -> dict[str, list[str]]:
