@@ -4,8 +4,9 @@ Run as root from the repository root: ``.venv/bin/python -m bench.cluster_collec
 For 3 and 16 nodes, each round runs, back to back and in rotating order:
 
 - floor: ``ssh -o BatchMode=yes host true`` to every node at once (OpenSSH, one process per node);
-- doctor: ``doctor preflight -H ... --no-allreduce`` (the whole run: probe, checks, SSH mesh);
-- doctor --no-mesh: the same without the all-pairs SSH mesh;
+- doctor: ``doctor preflight -H ... --no-allreduce`` (the whole run: probe, checks, the all-pairs
+  SSH mesh and TCP reachability);
+- doctor_probe_only: the same with ``--no-mesh --no-reach`` (fact gathering, like ansible's);
 - ansible: ``ansible all -m setup -f N`` (the usual way to gather facts over SSH), with its
   default settings and again with pipelining (its fastest mode, like the doctor's own);
 - mesh alone: the SSH mesh stage by itself, in-process, over open connections.
@@ -31,6 +32,7 @@ from doctor.transport.ssh import SshTransport
 from tests.cluster.harness import Cluster, make_cluster
 
 HERE = Path(__file__).parent
+MESH_FAILURES: list[int] = []
 DOCTOR = str(Path(sys.executable).parent / "doctor")
 
 
@@ -68,7 +70,9 @@ def ansible(c: Cluster, workdir: Path, pipelining: bool = False) -> float:
     inventory.write_text("[all]\n" + "\n".join(c.names) + "\n")
     env = {
         **os.environ,
+        # Ansible's default multiplexing, with the sockets kept in this cluster's own folder.
         "ANSIBLE_SSH_ARGS": f"-F {c.ssh_config} -o ControlMaster=auto -o ControlPersist=60s",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(c.workdir / "ansible-cp"),
         "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",  # discovery finds pyenv shims here
         "ANSIBLE_LOCAL_TEMP": str(workdir / "ansible-local"),
         "ANSIBLE_NOCOLOR": "1",
@@ -76,6 +80,15 @@ def ansible(c: Cluster, workdir: Path, pipelining: bool = False) -> float:
     }
     argv = ["ansible", "all", "-i", str(inventory), "-m", "setup", "-f", str(len(c.names))]
     return timed(argv, env)
+
+
+def stop_ansible_masters(c: Cluster) -> None:
+    """End ansible's persistent SSH masters for this cluster (never leave a process behind)."""
+    folder = c.workdir / "ansible-cp"
+    for sock in folder.glob("*") if folder.is_dir() else []:
+        subprocess.run(
+            ["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "x"], capture_output=True, timeout=10
+        )
 
 
 def mesh_alone(c: Cluster) -> float:
@@ -86,8 +99,8 @@ def mesh_alone(c: Cluster) -> float:
         started = time.perf_counter()
         mesh = run_mesh(nodes, nodes, transport)
         elapsed = time.perf_counter() - started
-    if mesh.failed() or mesh.not_run:
-        raise RuntimeError(f"mesh failed: {mesh.failed()[:3]} {mesh.not_run}")
+    # On 2 shared cores a few of the n*(n-1) logins can overrun; count them, do not hide them.
+    MESH_FAILURES.append(len(mesh.failed()) + len(mesh.not_run))
     return elapsed
 
 
@@ -96,7 +109,7 @@ def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
         runs = {
             "floor": lambda: floor(c),
             "doctor": lambda: doctor(c),
-            "doctor_no_mesh": lambda: doctor(c, "--no-mesh"),
+            "doctor_probe_only": lambda: doctor(c, "--no-mesh", "--no-reach"),
             "ansible": lambda: ansible(c, workdir),
             "ansible_pipelining": lambda: ansible(c, workdir, pipelining=True),
             "mesh_alone": lambda: mesh_alone(c),
@@ -108,6 +121,7 @@ def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
             order = list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]
             for name in order:
                 times[name].append(runs[name]())
+        stop_ansible_masters(c)
     med = {k: round(statistics.median(v), 3) for k, v in times.items()}
     return {
         "nodes": n,
@@ -124,11 +138,13 @@ def main() -> None:
     assert isinstance(small, dict) and isinstance(big, dict)
     ratios = {
         "doctor_over_floor_16": round(big["doctor"] / big["floor"], 2),
-        "doctor_no_mesh_over_floor_16": round(big["doctor_no_mesh"] / big["floor"], 2),
+        "doctor_probe_only_over_floor_16": round(big["doctor_probe_only"] / big["floor"], 2),
         "ansible_over_doctor_16": round(big["ansible"] / big["doctor"], 2),
-        "ansible_over_doctor_no_mesh_16": round(big["ansible"] / big["doctor_no_mesh"], 2),
+        "ansible_over_doctor_probe_only_16": round(big["ansible"] / big["doctor_probe_only"], 2),
         "doctor_16_over_3": round(big["doctor"] / small["doctor"], 2),
-        "doctor_no_mesh_16_over_3": round(big["doctor_no_mesh"] / small["doctor_no_mesh"], 2),
+        "doctor_probe_only_16_over_3": round(
+            big["doctor_probe_only"] / small["doctor_probe_only"], 2
+        ),
         "floor_16_over_3": round(big["floor"] / small["floor"], 2),
         "mesh_16_over_3": round(big["mesh_alone"] / small["mesh_alone"], 2),
     }
@@ -138,13 +154,15 @@ def main() -> None:
         "rounds": rounds,
         "results": results,
         "ratios": ratios,
+        "mesh_alone_failed_links_per_run": MESH_FAILURES,
     }
     (HERE / "cluster_collect.json").write_text(json.dumps(doc, indent=1) + "\n")
     lines = [f"cluster collection, medians of {rounds} rounds ({doc['machine']})"]
-    lines.append(f"{'':<16}{'3 nodes':>10}{'16 nodes':>10}")
+    lines.append(f"{'':<20}{'3 nodes':>10}{'16 nodes':>10}")
     for key in small:
-        lines.append(f"{key:<16}{small[key]:>9.3f}s{big[key]:>9.3f}s")
+        lines.append(f"{key:<20}{small[key]:>9.3f}s{big[key]:>9.3f}s")
     lines += [f"{k}: {v}" for k, v in ratios.items()]
+    lines.append(f"mesh_alone failed links per run (load on 2 cores): {MESH_FAILURES}")
     (HERE / "cluster_collect.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

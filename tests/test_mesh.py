@@ -9,7 +9,7 @@ from checks.mesh import ssh_mesh
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.mesh import MeshLink, SshMesh, classify, parse_agent_output
 from doctor.inventory import Node
-from doctor.stages.mesh import mesh_spec, stage_deadline
+from doctor.stages.mesh import GRACE, mesh_spec, stage_deadline
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mesh" / "node1_agent.json"
 
@@ -60,7 +60,7 @@ def test_mesh_spec_rotates_peers_and_keeps_explicit_port_and_user():
     assert [t["name"] for t in spec["targets"]] == ["a", "b"]  # type: ignore[index]
     assert spec["targets"][1] == {"name": "b", "host": "b", "port": 2222, "user": "u"}  # type: ignore[index]
     assert [t["name"] for t in mesh_spec(nodes[0], nodes, 5)["targets"]] == ["b", "c"]  # type: ignore[index]
-    assert stage_deadline(15, 5) == 2 * 10 + 5
+    assert stage_deadline(15, 5) == 2 * (5 + GRACE) + GRACE  # 8 at a time: 2 rounds
 
 
 def _cluster(links, not_run=None):

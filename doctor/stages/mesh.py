@@ -14,7 +14,9 @@ from doctor.transport import Transport
 # Per source, at most this many ssh clients at once: with the rotated order every sshd then sees
 # about this many unauthenticated connections, under OpenSSH's MaxStartups default (10).
 PARALLEL = 8
-GRACE = 5.0
+# Seconds an ssh may run past its ConnectTimeout (authentication on a loaded node) before the
+# agent kills it and reports a timeout.
+GRACE = 10.0
 
 
 def mesh_spec(source: Node, nodes: list[Node], connect_timeout: int) -> dict[str, object]:

@@ -9,10 +9,22 @@ Usage (root)::
         c.stop_sshd("node2")                       # connection refused
         c.blackhole("node3")                       # every TCP connect to node3 times out
 
+Other builders (testbed.md's scenarios): ``blackhole_between(a, b)`` (only a -> b times out),
+``forget_host_key(a, b)``, ``replace_host_key(n)``, ``deauthorize_controller(n)``,
+``hostname_loopback(n)`` (own name -> 127.0.1.1), ``unresolvable_on(n, name)``,
+``rename_interface(n, "ens5")``, ``add_docker0()`` (172.17.0.1/16 everywhere),
+``shape(n, "10mbit")`` (tbf both ways), ``set_mtu(n, 1400)``,
+``make_cluster(n, dir, small_shm=("node2",))`` (64 MB /dev/shm), ``bind_mount(n, src, dst)``.
+``c.node(n).run(argv)`` runs inside a node's namespace; ``c.ssh(n, cmd)`` goes through its sshd.
+``python -m tests.cluster.harness N DIR`` holds a cluster up until interrupted (benches, by hand).
+
 Every node has its own hostname (UTS namespace), /etc/hosts and /etc/ssh (``ip netns exec``
 bind-mounts /etc/netns/<ns>/*), host key, user key and known_hosts, so ``ssh nodeJ`` inside node I
-behaves as on a real cluster (the mesh check runs exactly that). The controller is this machine:
-it reaches the nodes through the bridge address ``.254`` using ``c.ssh_config``.
+behaves as on a real cluster (the mesh check runs exactly that). Each sshd runs in its own mount
+namespace (``c.bind_mount`` puts a file or package on one node only) where root's ~/.bashrc is
+empty: logins use the system PATH (``/usr/bin/python3``), not this machine's pyenv. The
+controller is this machine: it reaches the nodes through the bridge address ``.254`` using
+``c.ssh_config``.
 
 A free /24 in 198.18.0.0/15 is claimed with an exclusive lock file, because several harnesses run
 at once on this machine. Everything is removed by the names created here, and every process left in
@@ -151,6 +163,7 @@ class Cluster:
             )
         )
         Path("/run/sshd").mkdir(exist_ok=True)
+        (self.workdir / "bashrc").write_text("# test node: no per-login setup\n")
         for node in self.nodes:
             self.start_sshd(node.name)
         self.wait_ready()
@@ -177,6 +190,10 @@ class Cluster:
     def start_sshd(self, name: str) -> None:
         node = self.node(name)
         setup = f"hostname {node.name}"
+        if Path("/root/.bashrc").exists():
+            # A fresh node's shell: this machine's root .bashrc runs `pyenv init` (a rehash under
+            # a global lock) in every SSH login, which hundreds of mesh logins queue on.
+            setup += f" && mount --bind {shlex.quote(str(self.workdir / 'bashrc'))} /root/.bashrc"
         if node.small_shm:  # Docker's default: a 64 MB tmpfs on /dev/shm
             setup += " && mount -t tmpfs -o size=64m tmpfs /dev/shm"
         script = f"{setup} && exec {SSHD} -D -e -f {shlex.quote(str(node.dir / 'sshd_config'))}"

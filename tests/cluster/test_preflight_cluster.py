@@ -11,6 +11,7 @@ from rich.console import Console
 
 from doctor import __version__
 from doctor.cli import main
+from doctor.render.json_report import validate
 from doctor.render.matrix import render_matrix
 
 pytestmark = pytest.mark.cluster
@@ -21,8 +22,9 @@ def preflight(c, capsys, *extra: str) -> tuple[int, dict]:
     rc = main(
         ["preflight", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config), "-f", "json", *extra]
     )
-    out = capsys.readouterr().out
-    return rc, json.loads(out)
+    report = json.loads(capsys.readouterr().out)
+    validate(report)  # every report these tests see keeps the shipped schema
+    return rc, report
 
 
 def codes(report: dict) -> dict[str, list[str]]:
@@ -153,3 +155,17 @@ def test_unreadable_hostfile_is_a_usage_error(tmp_path: Path, capsys):
     assert main(["preflight", "--hostfile", str(tmp_path / "hosts")]) == 2
     err = capsys.readouterr().err
     assert "line 2 of" in err and "duplicate host 'a'" in err
+
+
+def test_collect_over_ssh_saves_every_reachable_node(new_cluster, capsys, tmp_path):
+    c = new_cluster(3)
+    c.stop_sshd("node3")
+    out = tmp_path / "bundle"
+    rc = main(
+        ["collect", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config), "--save-raw", str(out)]
+    )
+    assert rc == 1  # one node could not be collected, and the run says so
+    assert sorted(p.name for p in out.iterdir()) == ["node1.json", "node2.json"]
+    assert "node3: connection to 198.18." in capsys.readouterr().err
+    assert main(["analyze", str(out), "-f", "json"]) in (0, 1)
+    assert set(json.loads(capsys.readouterr().out)["nodes"]) == {"node1", "node2"}

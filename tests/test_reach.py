@@ -1,0 +1,93 @@
+"""Judging reachability from the agents' answers (dicts in reach_agent.py's own output format)."""
+
+from __future__ import annotations
+
+from checks.cluster import reach_tcp
+from doctor.facts.cluster import ClusterFacts
+from doctor.facts.reach import Reachability, judge, parse_agent_json
+from doctor.stages.reach import peers_of, reach_specs
+
+IFACES = {"a": {"eth0": "198.18.0.1"}, "b": {"eth0": "198.18.0.2"}}
+
+
+def connect(node, address, status="ok", local="198.18.0.1", **kw):
+    return {
+        "node": node,
+        "iface": "eth0",
+        "address": address,
+        "status": status,
+        "local": local,
+        **kw,
+    }
+
+
+def accepted(source, target, address, peer):
+    return {"local": address, "peer": peer, "token": f"{source} {target} {address}"}
+
+
+def outputs(a_connects, b_accepted, b_listen="ok"):
+    return {
+        "a": {"listen": {"198.18.0.1": "ok"}, "accepted": [], "connects": a_connects},
+        "b": {"listen": {"198.18.0.2": b_listen}, "accepted": b_accepted, "connects": []},
+    }
+
+
+def test_confirmed_connection_is_ok():
+    [link] = judge(
+        outputs([connect("b", "198.18.0.2")], [accepted("a", "b", "198.18.0.2", "198.18.0.1")]),
+        IFACES,
+    )
+    assert (link.status, link.seen_from) == ("ok", "198.18.0.1")
+
+
+def test_nat_changes_the_source_address():
+    [link] = judge(
+        outputs([connect("b", "198.18.0.2")], [accepted("a", "b", "198.18.0.2", "172.17.0.1")]),
+        IFACES,
+    )
+    assert link.status == "wrong_source" and "arrived from 172.17.0.1" in link.message
+
+
+def test_connection_answered_by_the_sender_itself():
+    docs = outputs([connect("b", "172.17.0.1", local="172.17.0.1")], [])
+    docs["a"]["accepted"] = [accepted("a", "b", "172.17.0.1", "172.17.0.1")]
+    [link] = judge(docs, IFACES)
+    assert link.status == "wrong_host" and "answered by a" in link.message
+
+
+def test_failures_and_untestable_listeners():
+    [link] = judge(outputs([connect("b", "198.18.0.2", "timeout")], []), IFACES)
+    assert link.status == "timeout"
+    [link] = judge(
+        outputs([connect("b", "198.18.0.2", "refused")], [], b_listen="EADDRINUSE: Address in use"),
+        IFACES,
+    )
+    assert link.status == "not_tested" and "EADDRINUSE" in link.message
+
+
+def test_garbage_agent_output():
+    assert isinstance(parse_agent_json("Traceback"), str)
+    assert isinstance(parse_agent_json("[]"), str)
+
+
+def test_peer_selection_all_pairs_then_ring_plus_random():
+    small = [f"n{i}" for i in range(5)]
+    assert peers_of(small)["n0"] == ["n1", "n2", "n3", "n4"]
+    big = [f"n{i:02d}" for i in range(40)]
+    peers = peers_of(big)
+    assert all(len(p) == 5 for p in peers.values())
+    assert {"n01", "n39"} <= set(peers["n00"])
+    specs = reach_specs({n: {"eth0": f"10.0.0.{i}"} for i, n in enumerate(big)}, 4000, 5)
+    # Every node expects exactly the connections the others will make to it.
+    sent = sum(len(s["targets"]) for s in specs.values())
+    assert sent == sum(s["expect"] for s in specs.values())
+
+
+def test_check_reports_nat_and_none():
+    links = judge(
+        outputs([connect("b", "198.18.0.2")], [accepted("a", "b", "198.18.0.2", "10.9.9.9")]),
+        IFACES,
+    )
+    reach = Reachability(("a", "b"), IFACES, tuple(links), 4000)
+    found = [(f.code, f.nodes) for f in reach_tcp.fn(ClusterFacts(nodes={}, reachability=reach))]
+    assert found == [("reach.nat", ("a", "b"))]  # it connects: reported as NAT, not as none
