@@ -63,6 +63,7 @@ def shm_size(facts: NodeFacts) -> Iterator[Finding]:
         "node.no_python": "no usable Python interpreter on the node to run the probe",
         "node.probe_failed": "the probe ran but failed on the node",
         "node.bad_capture": "the node answered with something that is not a probe capture",
+        "node.launch_failed": "the launcher (srun) could not start the probe on the node",
     },
 )
 def node_reach(cluster: ClusterFacts) -> Iterator[Finding]:

@@ -26,7 +26,10 @@ from doctor.render.json_report import render_json
 from doctor.render.terminal import render_text
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
+from doctor.prolog import run_prolog
 from doctor.transport.local import LocalTransport
+from doctor.transport.srun import in_allocation
+from doctor.transport.srun import slurm_nodes as slurm_nodes_of
 
 app = typer.Typer(
     name="doctor",
@@ -37,6 +40,12 @@ app = typer.Typer(
 )
 checks_app = typer.Typer(help="List the checks.", no_args_is_help=True)
 app.add_typer(checks_app, name="checks")
+
+
+class Launcher(str, enum.Enum):
+    auto = "auto"
+    local = "local"
+    srun = "srun"
 
 
 class Format(str, enum.Enum):
@@ -116,12 +125,40 @@ def preflight(
     exclude: ExcludeOpt = None,
     torch: TorchOpt = False,
     deadline: DeadlineOpt = 20.0,
+    launcher: Annotated[
+        Launcher,
+        typer.Option(help="How to reach the nodes; auto uses srun inside a SLURM allocation."),
+    ] = Launcher.auto,
+    slurm_nodes: Annotated[
+        str | None, typer.Option("--slurm-nodes", help="SLURM nodes to probe, e.g. gpu[01-16].")
+    ] = None,
+    partition: Annotated[
+        str | None, typer.Option("--partition", help="Probe the nodes of this SLURM partition.")
+    ] = None,
+    local: Annotated[bool, typer.Option("--local", help="Check only this node.")] = False,
+    prolog: Annotated[
+        bool,
+        typer.Option(
+            "--prolog", help="With --local: a SLURM Prolog; exit 1 (drain) with one reason line."
+        ),
+    ] = False,
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
-    _severity(fail_on)
+    threshold = _severity(fail_on)
     specs = _checks(include, exclude)
+    if prolog:
+        if not local:
+            raise UsageError("--prolog checks only this node: use it with --local")
+        return run_prolog(specs, threshold)
+    srun = launcher is Launcher.srun or slurm_nodes or partition
+    if local and srun:
+        raise UsageError("--local checks only this node: drop --launcher srun/--slurm-nodes")
     spec = probe_spec(specs, deadline=deadline, torch=torch)
-    results = gather([local_node()], LocalTransport(), spec)
+    if not local and (srun or (launcher is Launcher.auto and in_allocation(os.environ))):
+        nodes, transport = slurm_nodes_of(slurm_nodes, partition, os.environ)
+        results = gather(nodes, transport, spec)
+    else:
+        results = gather([local_node()], LocalTransport(), spec)
     cluster = to_cluster(results)
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
     return _emit(report, fmt, json_file, fail_on)
