@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from doctor.facts.cluster import ClusterFacts
+from doctor.facts.cluster import ClusterFacts, NodeFailure
 from doctor.facts.node import NodeFacts
+from doctor.inventory import Node
 from doctor.model import Finding, Fix, Severity
 from doctor.plugin import cluster_check, need, node_check
 from doctor.units import human_bytes
@@ -64,17 +65,82 @@ def shm_size(facts: NodeFacts) -> Iterator[Finding]:
         "node.probe_failed": "the probe ran but failed on the node",
         "node.bad_capture": "the node answered with something that is not a probe capture",
         "node.launch_failed": "the launcher (srun) could not start the probe on the node",
+        "ssh.refused": "nothing listens on the node's SSH port (sshd down or another port)",
+        "ssh.timeout": "the node's SSH port did not answer in time (down, firewalled, routed away)",
+        "ssh.unreachable": "the network reports the node unreachable (no route, link down)",
+        "ssh.unresolvable": "the node's name does not resolve on the controller",
+        "ssh.auth_failed": "sshd refused every key the controller offered",
+        "ssh.host_key_unknown": "the node's host key is not in known_hosts",
+        "ssh.host_key_changed": "the node's host key differs from the one in known_hosts",
+        "ssh.error": "the SSH connection failed for another reason",
     },
 )
 def node_reach(cluster: ClusterFacts) -> Iterator[Finding]:
     for name, failure in cluster.failures.items():
+        node = cluster.inventory.get(name, Node(name, name))
         yield Finding(
             failure.code,
             Severity.FAIL,
             failure.summary,
             nodes=(name,),
             evidence=(failure.detail,) if failure.detail else (),
+            fix=reach_fix(failure, node),
         )
+
+
+def _target(node: Node) -> str:
+    port = f" -p {node.port}" if node.port != 22 else ""
+    user = f"{node.user}@" if node.user else ""
+    return f"{port} {user}{node.address or node.name}".strip()
+
+
+def reach_fix(failure: NodeFailure, node: Node) -> Fix | None:
+    """What to do about a node the controller could not probe."""
+    host = node.address or node.name
+    target = _target(node)
+    fixes = {
+        "ssh.refused": Fix(
+            f"Start sshd on {node.name}, or point the inventory at the port it listens on.",
+            (f"ssh {node.name} sudo systemctl start ssh  # from a console", "--ssh-port PORT"),
+        ),
+        "ssh.timeout": Fix(
+            f"Check that {node.name} is up and that no firewall or route drops port {node.port}.",
+            (f"ping -c1 {host}", f"nc -vz -w3 {host} {node.port}"),
+        ),
+        "ssh.unreachable": Fix(
+            f"Check the route and link to {host} from this machine.", (f"ip route get {host}",)
+        ),
+        "ssh.unresolvable": Fix(
+            f"Add {host} to DNS or /etc/hosts, or give its address in the hostfile or ssh_config.",
+            (f"getent hosts {host}",),
+        ),
+        "ssh.auth_failed": Fix(
+            f"Install your public key on {node.name} (or name the right key with IdentityFile).",
+            (f"ssh-copy-id {target}",),
+        ),
+        "ssh.host_key_unknown": Fix(
+            "Record the host key after checking its fingerprint, or let the doctor trust it on "
+            "first use.",
+            (
+                f"ssh {target} true  # check the fingerprint, answer yes",
+                "doctor preflight --accept-new-host-keys ...",
+            ),
+        ),
+        "ssh.host_key_changed": Fix(
+            f"The host key of {host} changed: if {node.name} was reinstalled, remove the old key; "
+            "otherwise treat it as a possible attack.",
+            (f"ssh-keygen -R {host}",),
+        ),
+        "node.no_python": Fix(
+            f"Install Python 3.8 or newer on {node.name}, or name it with --python.",
+            ("apt-get install -y python3", "doctor preflight --python /path/to/python3 ..."),
+        ),
+        "node.timeout": Fix(
+            f"Something on {node.name} hangs (a stuck NFS mount, a driver call); raise --deadline "
+            "to wait longer, or run 'doctor probe' there to see which part hangs.",
+        ),
+    }
+    return fixes.get(failure.code)
 
 
 CHECKS = [node_reach, shm_size]

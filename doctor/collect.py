@@ -42,9 +42,23 @@ def probe_spec(
     }
 
 
-def probe_argv(python: str, spec: dict[str, Any]) -> list[str]:
-    """The probe runs as ``python -`` with its source on stdin and the spec as one argument."""
-    return [python, "-", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
+# Interpreter discovery on a node (as Ansible does): the first of these that exists runs the probe.
+FIND_PYTHON = (
+    "for py in python3 /usr/bin/python3 /usr/local/bin/python3 /usr/libexec/platform-python; do "
+    'command -v "$py" >/dev/null 2>&1 && exec "$py" "$@"; done; '
+    'echo "no python3 on PATH, in /usr/bin or /usr/local/bin" >&2; exit 127'
+)
+
+
+def probe_argv(python: str | None, spec: dict[str, Any]) -> list[str]:
+    """The probe runs as ``python -`` with its source on stdin and the spec as one argument.
+
+    With no interpreter named, a small sh loop finds one on the node.
+    """
+    args = ["-", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
+    if python is None:
+        return ["sh", "-c", FIND_PYTHON, "sh", *args]
+    return [python, *args]
 
 
 def parse_capture_bytes(node: str, stdout: bytes) -> Capture | NodeFailure:
@@ -58,7 +72,7 @@ def parse_capture_bytes(node: str, stdout: bytes) -> Capture | NodeFailure:
 def probe_node(
     node: Node, transport: Transport, spec: dict[str, Any], python: str | None = None
 ) -> Capture | NodeFailure:
-    interpreter = python or (sys.executable if node.local else "python3")
+    interpreter = python or (sys.executable if node.local else None)
     result = transport.execute(
         node, probe_argv(interpreter, spec), probe_source(), spec["deadline"] + TRANSPORT_GRACE
     )
@@ -72,7 +86,9 @@ def interpret(node: Node, result: ExecResult | NodeFailure) -> Capture | NodeFai
     if result.rc != 0:
         err = result.stderr.decode("utf-8", "replace").strip().splitlines()
         last = err[-1] if err else f"exit status {result.rc}"
-        code = "node.no_python" if result.rc == 127 else "node.probe_failed"
+        # 127: no interpreter found; a SyntaxError: one too old for the probe (Python < 3.8).
+        no_python = result.rc == 127 or "SyntaxError" in last
+        code = "node.no_python" if no_python else "node.probe_failed"
         return NodeFailure(node.name, code, f"the probe failed on {node.name}: {last}")
     return parse_capture_bytes(node.name, result.stdout)
 
@@ -89,10 +105,10 @@ def gather(
     """Probe every node in parallel (bounded pool); results in inventory order."""
     results: dict[str, Capture | NodeFailure] = {}
     if isinstance(transport, BatchTransport):
-        # One launch reaches every node (srun); the nodes run Python from their PATH.
+        # One launch reaches every node (srun); each finds its own Python as over SSH.
         answers = transport.execute_all(
             nodes,
-            probe_argv(python or "python3", spec),
+            probe_argv(python, spec),
             probe_source(),
             spec["deadline"] + TRANSPORT_GRACE,
         )

@@ -8,6 +8,7 @@ network namespace, found by that namespace's name).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.cluster.harness import Cluster
 from tests.cluster.netns import sh
 
 BINARIES = ("munged", "slurmctld", "slurmd", "srun", "salloc", "sinfo", "scontrol", "scancel")
@@ -33,6 +35,17 @@ class SlurmNode:
     address: str
     # Mount a tmpfs of this many bytes on the node's /dev/shm (a planted problem), or None.
     shm_bytes: int | None = None
+
+
+SHM_64M = 64 << 20
+
+
+def nodes_of(cluster: Cluster) -> list[SlurmNode]:
+    """The harness's nodes as SLURM sees them (its 64 MB /dev/shm nodes keep their tmpfs)."""
+    return [
+        SlurmNode(n.name, n.ns.name, n.address, SHM_64M if n.small_shm else None)
+        for n in (cluster.node(name) for name in cluster.names)
+    ]
 
 
 def missing_binaries() -> list[str]:
@@ -173,39 +186,38 @@ class Slurm:
             _stop(proc)
 
     def leftovers(self) -> dict[str, list[int]]:
-        """Processes still running inside each node's namespace (job steps, tasks)."""
+        """Job steps and their tasks still running in each node (slurmstepd, SLURM_JOB_ID set)."""
         found: dict[str, list[int]] = {}
         for node in self.nodes:
-            pids = sh("ip", "netns", "pids", node.netns, check=False).stdout.split()
-            alive = [int(p) for p in pids if int(p) not in self._daemon_pids()]
+            pids = [int(p) for p in sh("ip", "netns", "pids", node.netns, check=False).stdout.split()]
+            alive = [p for p in pids if _is_job_process(p)]
             if alive:
                 found[node.name] = alive
         return found
 
-    def _daemon_pids(self) -> set[int]:
-        pids: set[int] = set()
-        for proc in self.slurmds.values():
-            pids.add(proc.pid)
-            children = sh("pgrep", "-P", str(proc.pid), check=False).stdout.split()
-            pids.update(int(c) for c in children)
-        return pids
-
     def stop(self) -> None:
-        """Cancel every job of this SLURM, stop its daemons, kill steps left in its nodes."""
+        """Cancel every job of this SLURM, stop its daemons, kill job processes left in its nodes."""
         if self.slurmctld is not None and self.slurmctld.poll() is None:
             self.client(["scancel", "--full", "--quiet", "--state=RUNNING"], check=False)
             self.client(["scancel", "--quiet", "--state=PENDING"], check=False)
         for name in list(self.slurmds):
             self.stop_slurmd(name)
-        for node in self.nodes:
-            for pid in sh("ip", "netns", "pids", node.netns, check=False).stdout.split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        for pids in self.leftovers().values():
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         for proc in (self.slurmctld, self.munged):
             if proc is not None:
                 _stop(proc)
+
+
+def _is_job_process(pid: int) -> bool:
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False  # gone already
+    return comm == "slurmstepd" or b"\0SLURM_JOB_ID=" in b"\0" + environ
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -249,6 +261,15 @@ def _wait_for(ready: object, timeout: float, what: str, scratch: Path) -> None:
             return
         time.sleep(0.1)
     raise RuntimeError(f"{what} not ready after {timeout}s; see {scratch}")
+
+
+@contextmanager
+def slurm_on(cluster: Cluster, scratch: Path, *, prolog: str | None = None) -> Iterator[Slurm]:
+    """SLURM over a harness cluster: slurmctld on its bridge address, slurmd in each node."""
+    with slurm_cluster(
+        scratch, nodes_of(cluster), controller=cluster.controller_address, prolog=prolog
+    ) as slurm:
+        yield slurm
 
 
 @contextmanager

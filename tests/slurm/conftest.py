@@ -1,4 +1,4 @@
-"""A real SLURM over namespace nodes, started once per module and stopped after.
+"""A real SLURM over the namespace cluster, started once per module and stopped after.
 
 Needs root, munge and SLURM's daemons: where they are missing these tests fail (CI installs
 them); they never skip.
@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.slurm import Slurm, SlurmNode, slurm_cluster
-from tests.slurm.nodes import bed
+from tests.cluster.harness import make_cluster
+from tests.cluster.slurm import Slurm, slurm_on
 
-SHM_64M = 64 << 20
 DOCTOR = str(Path(sys.executable).with_name("doctor"))
 
 
@@ -24,11 +23,7 @@ DOCTOR = str(Path(sys.executable).with_name("doctor"))
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     """Three nodes; node3's /dev/shm is Docker's 64 MB (a planted problem the checks must see)."""
     assert os.geteuid() == 0, "the SLURM test bed needs root (network namespaces, mounts)"
-    with bed(3) as b:
-        nodes = [
-            SlurmNode(name, ns.name, addr, SHM_64M if name == "node3" else None)
-            for name, ns, addr in b.nodes
-        ]
-        scratch = tmp_path_factory.mktemp("slurm")
-        with slurm_cluster(scratch, nodes, controller=b.controller) as s:
+    workdir = tmp_path_factory.mktemp("nodes")
+    with make_cluster(3, workdir, small_shm=("node3",)) as cluster:
+        with slurm_on(cluster, tmp_path_factory.mktemp("slurm")) as s:
             yield s

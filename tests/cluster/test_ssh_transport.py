@@ -1,0 +1,117 @@
+"""The SSH transport against real sshd in network namespaces: success and every failure kind."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from doctor.collect import gather, probe_spec
+from doctor.facts.cluster import NodeFailure
+from doctor.inventory import Node, build_inventory
+from doctor.transport import ExecResult
+from doctor.transport.ssh import SshOptions, SshTransport
+
+pytestmark = pytest.mark.cluster
+
+SPEC = probe_spec([], deadline=10)
+
+
+def nodes_of(c, names=None) -> list[Node]:
+    return build_inventory(hosts=",".join(names or c.names), ssh_config=c.ssh_config)
+
+
+def test_probe_runs_on_every_node_over_ssh(new_cluster):
+    c = new_cluster(3)
+    with SshTransport() as t:
+        results = gather(nodes_of(c), t, SPEC)
+    assert list(results) == ["node1", "node2", "node3"]
+    for name, cap in results.items():
+        assert not isinstance(cap, NodeFailure), cap
+        assert cap.value("hostname") == name  # each node's own UTS namespace
+
+
+def test_failures_are_classified_and_others_still_probed(new_cluster):
+    c = new_cluster(4)
+    c.stop_sshd("node2")
+    c.blackhole("node3")
+    c.deauthorize_controller("node4")
+    started = time.monotonic()
+    with SshTransport(SshOptions(connect_timeout=2)) as t:
+        results = gather(nodes_of(c), t, SPEC)
+    assert time.monotonic() - started < 8
+    assert not isinstance(results["node1"], NodeFailure)
+    codes = {n: r.code for n, r in results.items() if isinstance(r, NodeFailure)}
+    assert codes == {"node2": "ssh.refused", "node3": "ssh.timeout", "node4": "ssh.auth_failed"}
+
+
+def test_unresolvable_name():
+    node = Node("ghost", "ghost.invalid")
+    with SshTransport(SshOptions(connect_timeout=2)) as t:
+        result = t.execute(node, ["true"], b"", 5)
+    assert isinstance(result, NodeFailure) and result.code == "ssh.unresolvable"
+
+
+def test_host_keys_unknown_refused_accept_new_records_changed_refused(new_cluster, tmp_path):
+    c = new_cluster(1)
+    [node] = nodes_of(c)
+    empty = tmp_path / "kh"
+    empty.write_text("")
+    plain = Node(
+        node.name, node.address, identity_files=node.identity_files, known_hosts=(str(empty),)
+    )
+    with SshTransport() as t:
+        refused = t.execute(plain, ["true"], b"", 5)
+    assert isinstance(refused, NodeFailure) and refused.code == "ssh.host_key_unknown"
+    assert empty.read_text() == ""
+    with SshTransport(SshOptions(accept_new_host_keys=True)) as t:
+        ok = t.execute(plain, ["true"], b"", 5)
+    assert isinstance(ok, ExecResult) and ok.rc == 0
+    recorded = empty.read_text()
+    assert recorded.startswith(f"{node.address} ssh-ed25519 ")
+    # Now the node gets a new host key: refused even with accept-new.
+    c.replace_host_key("node1")
+    with SshTransport(SshOptions(accept_new_host_keys=True)) as t:
+        changed = t.execute(plain, ["true"], b"", 5)
+    assert isinstance(changed, NodeFailure) and changed.code == "ssh.host_key_changed"
+    assert empty.read_text() == recorded
+
+
+def test_command_past_deadline_is_killed_on_the_node(new_cluster):
+    c = new_cluster(1)
+    [node] = nodes_of(c)
+    with SshTransport() as t:
+        started = time.monotonic()
+        result = t.execute(node, ["sh", "-c", "sleep 60 & sleep 61; wait"], b"", 1.5)
+        assert time.monotonic() - started < 5
+        assert isinstance(result, NodeFailure) and result.code == "node.timeout"
+    deadline = time.monotonic() + 5
+    while c.node_processes("node1", "sleep") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert c.node_processes("node1", "sleep") == []
+
+
+def test_missing_interpreter_is_no_python(new_cluster):
+    c = new_cluster(1)
+    with SshTransport() as t:
+        result = gather(nodes_of(c), t, SPEC, python="/nonexistent/python3")["node1"]
+    assert isinstance(result, NodeFailure) and result.code == "node.no_python"
+
+
+def test_stdout_and_stdin_round_trip_exactly(new_cluster):
+    c = new_cluster(1)
+    [node] = nodes_of(c)
+    payload = bytes(range(256)) * 2000
+    with SshTransport() as t:
+        result = t.execute(node, ["cat"], payload, 10)
+    assert isinstance(result, ExecResult) and result.rc == 0
+    assert result.stdout == payload and result.stderr == b""
+
+
+def test_known_hosts_path_from_ssh_config_is_used(new_cluster):
+    c = new_cluster(1)
+    [node] = nodes_of(c)
+    assert node.known_hosts == (str(c.known_hosts),)
+    assert node.identity_files == (str(c.client_key),)
+    assert Path(node.known_hosts[0]).is_file()
