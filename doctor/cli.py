@@ -21,12 +21,12 @@ from doctor.facts.cluster import NodeFailure
 from doctor.inventory import local_node
 from doctor.model import Severity
 from doctor.plugin import CheckSpec
+from doctor.prolog import run_prolog
 from doctor.registry import PluginError, load_checks, select
 from doctor.render.json_report import render_json
 from doctor.render.terminal import render_text
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
-from doctor.prolog import run_prolog
 from doctor.transport.local import LocalTransport
 from doctor.transport.srun import in_allocation
 from doctor.transport.srun import slurm_nodes as slurm_nodes_of

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
 import re
@@ -232,7 +233,10 @@ class SrunTransport:
             said = srun_said(stderr, name)
             if timed_out and name not in framed:
                 results[name] = NodeFailure(
-                    name, "node.timeout", f"no answer from {name} through srun within {limit:g}s", said
+                    name,
+                    "node.timeout",
+                    f"no answer from {name} through srun within {limit:g}s",
+                    said,
                 )
             else:
                 why = framed.get(name) or "srun ended without its answer"
@@ -279,14 +283,10 @@ class SrunTransport:
             subprocess.run(
                 [_slurm_tool("scancel"), *ids], env=self.env, capture_output=True, timeout=30
             )
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=CANCEL_GRACE)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _step_ids(job_name: str, job: str | None, env: Mapping[str, str]) -> list[str]:

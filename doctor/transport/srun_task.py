@@ -32,13 +32,13 @@ def frame(node, rc, seconds, out, err):
     """The lines that carry one command result; pure, so the controller's tests can use it."""
     packed_out = zlib.compress(out)
     packed_err = zlib.compress(err)
-    lines = ["%s %s rc %d %.4f" % (TAG, node, rc, seconds)]
+    lines = [f"{TAG} {node} rc {rc} {seconds:.4f}"]
     for kind, packed in (("out", packed_out), ("err", packed_err)):
         text = base64.b64encode(packed).decode("ascii")
         for i in range(0, len(text), CHUNK):
-            lines.append("%s %s %s %s" % (TAG, node, kind, text[i : i + CHUNK]))
+            lines.append(f"{TAG} {node} {kind} {text[i : i + CHUNK]}")
     digest = hashlib.sha256(packed_out + packed_err).hexdigest()
-    lines.append("%s %s end %s" % (TAG, node, digest))
+    lines.append(f"{TAG} {node} end {digest}")
     return lines
 
 
@@ -48,10 +48,10 @@ def main(argv):
     source = sys.stdin.buffer.read()
     started = time.monotonic()
     try:
-        proc = subprocess.run(argv, input=source, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.run(argv, input=source, capture_output=True)
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     except OSError as exc:
-        rc, out, err = 127, b"", ("cannot run %s: %s" % (argv[0], exc.strerror)).encode()
+        rc, out, err = 127, b"", f"cannot run {argv[0]}: {exc.strerror}".encode()
     lines = frame(node, rc, time.monotonic() - started, out, err)
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()

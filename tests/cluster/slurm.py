@@ -97,7 +97,7 @@ def slurm_conf(
         "SchedulerParameters=sched_min_interval=100000",
     ]
     if prolog:
-        # PrologFlags=Alloc runs the prolog when the job is allocated, as sites that health-check do.
+        # PrologFlags=Alloc runs the prolog at allocation, as health-checking sites configure it.
         lines += [f"Prolog={prolog}", "PrologFlags=Alloc"]
     for node in nodes:
         lines.append(
@@ -147,7 +147,7 @@ class Slurm:
         raise RuntimeError(f"SLURM nodes not idle after {timeout}s: {states}; see {self.scratch}")
 
     def start_slurmd(self, node: SlurmNode) -> None:
-        """slurmd inside the node: its own netns, mounts (real cgroups, fresh sysfs) and hostname."""
+        """slurmd inside the node: its netns, mounts (real cgroups, fresh sysfs) and hostname."""
         cg = self.scratch / f"cg-{node.name}"
         cg.mkdir(exist_ok=True)
         hosts = Path("/etc/netns") / node.netns / "hosts"
@@ -189,14 +189,16 @@ class Slurm:
         """Job steps and their tasks still running in each node (slurmstepd, SLURM_JOB_ID set)."""
         found: dict[str, list[int]] = {}
         for node in self.nodes:
-            pids = [int(p) for p in sh("ip", "netns", "pids", node.netns, check=False).stdout.split()]
+            pids = [
+                int(p) for p in sh("ip", "netns", "pids", node.netns, check=False).stdout.split()
+            ]
             alive = [p for p in pids if _is_job_process(p)]
             if alive:
                 found[node.name] = alive
         return found
 
     def stop(self) -> None:
-        """Cancel every job of this SLURM, stop its daemons, kill job processes left in its nodes."""
+        """Cancel every job of this SLURM, stop its daemons, kill job processes left on nodes."""
         if self.slurmctld is not None and self.slurmctld.poll() is None:
             self.client(["scancel", "--full", "--quiet", "--state=RUNNING"], check=False)
             self.client(["scancel", "--quiet", "--state=PENDING"], check=False)

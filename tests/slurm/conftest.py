@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,6 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     """Three nodes; node3's /dev/shm is Docker's 64 MB (a planted problem the checks must see)."""
     assert os.geteuid() == 0, "the SLURM test bed needs root (network namespaces, mounts)"
     workdir = tmp_path_factory.mktemp("nodes")
-    with make_cluster(3, workdir, small_shm=("node3",)) as cluster:
-        with slurm_on(cluster, tmp_path_factory.mktemp("slurm")) as s:
-            yield s
+    with ExitStack() as stack:
+        cluster = stack.enter_context(make_cluster(3, workdir, small_shm=("node3",)))
+        yield stack.enter_context(slurm_on(cluster, tmp_path_factory.mktemp("slurm")))

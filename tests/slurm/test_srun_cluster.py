@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 import pytest
@@ -14,11 +13,23 @@ from tests.slurm.conftest import DOCTOR
 pytestmark = pytest.mark.cluster
 
 
-def preflight_in_allocation(slurm: Slurm, *args: str, timeout: float = 90) -> tuple[dict, str, float]:
+def preflight_in_allocation(
+    slurm: Slurm, *args: str, timeout: float = 90
+) -> tuple[dict, str, float]:
     started = time.monotonic()
     proc = slurm.client(
-        ["salloc", "-N3", "-w", "node[1-3]", "--immediate=20", DOCTOR, "preflight", "-f", "json",
-         *args],
+        [
+            "salloc",
+            "-N3",
+            "-w",
+            "node[1-3]",
+            "--immediate=20",
+            DOCTOR,
+            "preflight",
+            "-f",
+            "json",
+            *args,
+        ],
         timeout=timeout,
     )
     elapsed = time.monotonic() - started
