@@ -130,10 +130,11 @@ def _slurm_tool(name: str) -> str:
     return path
 
 
-def expand_hostlist(hostlist: str) -> list[str]:
+def expand_hostlist(hostlist: str, env: Mapping[str, str]) -> list[str]:
     """``node[1-3],gpu7`` to names, with SLURM's own parser (scontrol show hostnames)."""
     proc = subprocess.run(
         [_slurm_tool("scontrol"), "show", "hostnames", hostlist],
+        env=dict(env),
         capture_output=True,
         text=True,
         timeout=30,
@@ -145,10 +146,11 @@ def expand_hostlist(hostlist: str) -> list[str]:
     return names
 
 
-def partition_nodes(partition: str) -> dict[str, str]:
+def partition_nodes(partition: str, env: Mapping[str, str]) -> dict[str, str]:
     """Every node of a partition with its state (sinfo's %t, flags like '*' or '~' stripped)."""
     proc = subprocess.run(
         [_slurm_tool("sinfo"), "-h", "-N", "-p", partition, "-o", "%N %t"],
+        env=dict(env),
         capture_output=True,
         text=True,
         timeout=30,
@@ -167,8 +169,15 @@ def partition_nodes(partition: str) -> dict[str, str]:
 class SrunTransport:
     """Runs one command on many nodes at once as a single srun step."""
 
-    def __init__(self, *, partition: str | None = None, env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        *,
+        partition: str | None = None,
+        env: Mapping[str, str] | None = None,
+        launch_grace: float = LAUNCH_GRACE,
+    ):
         self.partition = partition
+        self.launch_grace = launch_grace
         self.env = dict(os.environ if env is None else env)
         self.down: dict[str, NodeFailure] = {}  # nodes known unusable before launch
 
@@ -205,7 +214,7 @@ class SrunTransport:
             n.name: self.down[n.name] for n in nodes if n.name in self.down
         }
         pending = [n.name for n in nodes if n.name not in self.down]
-        limit = timeout + LAUNCH_GRACE
+        limit = timeout + self.launch_grace
         ends = time.monotonic() + limit
         framed: dict[str, ExecResult | str] = {}
         stderr, timed_out = "", False
@@ -312,9 +321,9 @@ def slurm_nodes(
     """The nodes to reach through srun: --slurm-nodes, else --partition, else this allocation."""
     transport = SrunTransport(partition=partition, env=env)
     if hostlist:
-        names = expand_hostlist(hostlist)
+        names = expand_hostlist(hostlist, env)
     elif partition:
-        states = partition_nodes(partition)
+        states = partition_nodes(partition, env)
         names = list(states)
         for name, state in states.items():
             if state not in USABLE_STATES:
@@ -322,7 +331,7 @@ def slurm_nodes(
                     name, "node.launch_failed", f"SLURM reports {name} {state}: not probed"
                 )
     elif env.get("SLURM_JOB_NODELIST"):
-        names = expand_hostlist(env["SLURM_JOB_NODELIST"])
+        names = expand_hostlist(env["SLURM_JOB_NODELIST"], env)
     else:
         raise UsageError(
             "--launcher srun: not inside a SLURM allocation; give --slurm-nodes or --partition, "

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
 
+from doctor.transport.srun import CANCEL_GRACE, slurm_nodes
 from tests.cluster.slurm import Slurm
 from tests.slurm.conftest import DOCTOR
 
@@ -79,3 +82,71 @@ def test_stopped_slurmd_is_reported_within_the_deadline(slurm: Slurm) -> None:
     assert failure["code"] in codes
     # The doctor's own deadline (5 s probe + srun launch grace), not SLURM's 30 s node timeout.
     assert elapsed < 5 + 10 + 10, elapsed
+
+
+def wait_until(done, timeout: float = 15) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return True
+        time.sleep(0.2)
+    return bool(done())
+
+
+def test_timeout_cancels_the_job_and_leaves_nothing(slurm: Slurm) -> None:
+    # Outside an allocation srun makes its own job; past the deadline that job is scancelled.
+    nodes, transport = slurm_nodes("node[1-2]", None, slurm.env)
+    transport.launch_grace = 1
+    started = time.monotonic()
+    got = transport.execute_all(nodes, ["sleep", "300"], b"", timeout=2)
+    elapsed = time.monotonic() - started
+    assert {n: r.code for n, r in got.items()} == {"node1": "node.timeout", "node2": "node.timeout"}
+    assert elapsed < 2 + 1 + CANCEL_GRACE + 5, elapsed
+    assert wait_until(lambda: not slurm.client(["squeue", "-h"]).stdout.strip())
+    assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
+
+
+CTRL_C = """
+import os, signal, subprocess, sys, threading
+from doctor.transport.srun import slurm_nodes
+nodes, transport = slurm_nodes(None, None, os.environ)
+threading.Timer(3, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    transport.execute_all(nodes, ["sleep", "300"], b"", timeout=120)
+except KeyboardInterrupt:
+    steps = subprocess.run(["squeue", "-h", "-s", "-j", os.environ["SLURM_JOB_ID"], "-o", "%i %j"],
+                           capture_output=True, text=True).stdout
+    print("interrupted; steps:", steps.strip().replace("\\n", ";"), flush=True)
+    sys.stdin.readline()  # hold the allocation while the test looks for leftovers
+"""
+
+
+def test_ctrl_c_cancels_the_step_inside_an_allocation(slurm: Slurm) -> None:
+    proc = subprocess.Popen(
+        ["salloc", "-N3", "-w", "node[1-3]", "--immediate=20", sys.executable, "-c", CTRL_C],
+        env=slurm.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("interrupted; steps:"), proc.stderr.read()  # type: ignore[union-attr]
+        # No step of the doctor's is left in the allocation, and no task on any node.
+        assert "cluster-doctor" not in line, line
+        assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
+    finally:
+        proc.communicate("\n", timeout=30)
+
+
+def test_prolog_mode_on_a_node_with_a_64mb_shm(slurm: Slurm) -> None:
+    bad = slurm.client(["srun", "-w", "node3", DOCTOR, "preflight", "--local", "--prolog"])
+    assert bad.returncode == 1, bad.stderr
+    reason = [ln for ln in bad.stderr.splitlines() if ln.startswith("cluster-doctor:")]
+    assert len(reason) == 1 and reason[0].startswith("cluster-doctor: node3: shm.too_small: "), (
+        reason
+    )
+    assert "64" in reason[0]
+    good = slurm.client(["srun", "-w", "node1", DOCTOR, "preflight", "--local", "--prolog"])
+    assert (good.returncode, good.stdout, good.stderr) == (0, "", "")
