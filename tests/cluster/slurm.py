@@ -150,6 +150,7 @@ class Slurm:
         """slurmd inside the node: its netns, mounts (real cgroups, fresh sysfs) and hostname."""
         cg = self.scratch / f"cg-{node.name}"
         cg.mkdir(exist_ok=True)
+        (self.scratch / "spool" / node.name).mkdir(parents=True, exist_ok=True)
         hosts = Path("/etc/netns") / node.netns / "hosts"
         steps = [
             f"mount --rbind /sys/fs/cgroup {cg}",
