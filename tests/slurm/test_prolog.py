@@ -1,4 +1,4 @@
-"""The doctor as SLURM's real Prolog: a node with a 64 MB /dev/shm is drained, a good one runs jobs."""
+"""The doctor as SLURM's real Prolog: a 64 MB /dev/shm node is drained, a good one runs jobs."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -9,6 +10,8 @@ import time
 
 import pytest
 
+from doctor.capture import Capture
+from doctor.collect import gather, probe_spec
 from doctor.transport.srun import CANCEL_GRACE, slurm_nodes
 from tests.cluster.slurm import Slurm
 from tests.slurm.conftest import DOCTOR
@@ -150,3 +153,39 @@ def test_prolog_mode_on_a_node_with_a_64mb_shm(slurm: Slurm) -> None:
     assert "64" in reason[0]
     good = slurm.client(["srun", "-w", "node1", DOCTOR, "preflight", "--local", "--prolog"])
     assert (good.returncode, good.stdout, good.stderr) == (0, "", "")
+
+
+def local_addresses(fib_trie: str) -> set[str]:
+    """The addresses /proc/net/fib_trie marks ``/32 host LOCAL``: the namespace's own."""
+    lines = fib_trie.splitlines()
+    return {
+        prev.split("-- ")[-1].strip()
+        for prev, line in itertools.pairwise(lines)
+        if line.strip() == "/32 host LOCAL"
+    }
+
+
+def test_each_capture_comes_from_its_own_node_address(slurm: Slurm) -> None:
+    # Outside an allocation: srun makes its own (--immediate); /proc/net/fib_trie lists the local
+    # addresses of the network namespace the probe ran in.
+    nodes, transport = slurm_nodes("node[1-3]", None, slurm.env)
+    spec = probe_spec([], deadline=10)
+    spec["files"] = ["/proc/net/fib_trie"]
+    results = gather(nodes, transport, spec)
+    for node in slurm.nodes:
+        capture = results[node.name]
+        assert isinstance(capture, Capture), capture
+        fib = capture.file("/proc/net/fib_trie")
+        assert isinstance(fib, str)
+        assert node.address in local_addresses(fib) - {"127.0.0.1"}, fib
+        assert len(local_addresses(fib) & {n.address for n in slurm.nodes}) == 1
+
+
+def test_partition_reaches_every_node_of_it(slurm: Slurm) -> None:
+    proc = slurm.client(
+        [DOCTOR, "preflight", "-f", "json", "--partition", "test", "--deadline", "10"], timeout=60
+    )
+    report = json.loads(proc.stdout)
+    assert {n: v["status"] for n, v in report["nodes"].items()} == dict.fromkeys(
+        ["node1", "node2", "node3"], "ok"
+    ), proc.stderr
