@@ -14,12 +14,17 @@ import typer
 from rich.console import Console
 
 from doctor import __version__
+from doctor.allreduce.command import attach, build_request
+from doctor.allreduce.launch import LocalLauncher
+from doctor.allreduce.render import render_allreduce
+from doctor.allreduce.stage import run_stage
 from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
-from doctor.inventory import local_node
+from doctor.inventory import Node, local_node
 from doctor.model import Severity
+from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.plugin import CheckSpec
 from doctor.prolog import run_prolog
 from doctor.registry import PluginError, load_checks, select
@@ -75,6 +80,23 @@ TorchOpt = Annotated[
 DeadlineOpt = Annotated[
     float, typer.Option("--deadline", min=1.0, help="Seconds the probe may take on a node.")
 ]
+BackendOpt = Annotated[
+    str, typer.Option("--backend", help="auto (NCCL where every node has a GPU), gloo or nccl.")
+]
+PortOpt = Annotated[int, typer.Option("--port", help="Rendezvous port on the first node.")]
+PythonOpt = Annotated[
+    str | None, typer.Option("--python", help="The nodes' Python interpreter that has torch.")
+]
+SizesOpt = Annotated[
+    str, typer.Option("--sizes", help="Sweep sizes: LOW..HIGH (powers of two) or a,b,c.")
+]
+RecommendOpt = Annotated[
+    list[str] | None,
+    typer.Option("--recommend", help="NAME=VALUE to try as recommended (repeatable)."),
+]
+IfaceOpt = Annotated[
+    str | None, typer.Option("--iface", help="Interface whose address hosts the rendezvous.")
+]
 
 
 def _stdout() -> Console:
@@ -113,6 +135,8 @@ def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> 
         sys.stdout.write(render_json(report))
     else:
         render_text(report, _stdout())
+        if "allreduce" in report.sections:
+            render_allreduce(report.sections["allreduce"], _stdout())
     return report.exit_code(threshold)
 
 
@@ -142,6 +166,12 @@ def preflight(
             "--prolog", help="With --local: a SLURM Prolog; exit 1 (drain) with one reason line."
         ),
     ] = False,
+    run_allreduce: Annotated[
+        bool, typer.Option("--allreduce/--no-allreduce", help="End with a real allreduce.")
+    ] = True,
+    backend: BackendOpt = "auto",
+    port: PortOpt = 29500,
+    python: PythonOpt = None,
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
     threshold = _severity(fail_on)
@@ -158,10 +188,99 @@ def preflight(
         nodes, transport = slurm_nodes_of(slurm_nodes, partition, os.environ)
         results = gather(nodes, transport, spec)
     else:
-        results = gather([local_node()], LocalTransport(), spec)
+        nodes = [local_node()]
+        results = gather(nodes, LocalTransport(), spec)
     cluster = to_cluster(results)
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
+    report.sections["nics"] = nics_section(cluster)
+    if run_allreduce:
+        return _allreduce_stage(
+            report, nodes, backend, port, python, "1K..64M", [], None, fmt, json_file, fail_on
+        )
     return _emit(report, fmt, json_file, fail_on)
+
+
+def _allreduce_stage(
+    report: Report,
+    nodes: list[Node],
+    backend: str,
+    port: int,
+    python: str | None,
+    sizes: str,
+    recommend: list[str],
+    iface: str | None,
+    fmt: Format,
+    json_file: Path | None,
+    fail_on: str,
+) -> int:
+    request = build_request(
+        nodes,
+        report.cluster,
+        backend=backend,
+        port=port,
+        python=python,
+        sizes=sizes,
+        recommend=recommend,
+        iface=iface,
+    )
+    stage = run_stage(request, LocalLauncher())
+    attach(report, stage)
+    code = _emit(report, fmt, json_file, fail_on)
+    return EXIT_INTERRUPTED if stage.interrupted else code
+
+
+@app.command()
+def allreduce(
+    fmt: FormatOpt = Format.text,
+    json_file: JsonFileOpt = None,
+    fail_on: FailOnOpt = "fail",
+    backend: BackendOpt = "auto",
+    port: PortOpt = 29500,
+    python: PythonOpt = None,
+    ranks: Annotated[
+        int, typer.Option("--ranks", min=1, help="Gloo ranks to start on this machine.")
+    ] = 2,
+    sizes: SizesOpt = "1K..64M",
+    recommend: RecommendOpt = None,
+    iface: IfaceOpt = None,
+) -> int:
+    """Run a real allreduce: phases, exact verification, a size sweep, the slow node."""
+    _severity(fail_on)
+    spec = probe_spec([], deadline=20.0)
+    node = local_node()
+    cluster = to_cluster(gather([node], LocalTransport(), spec))
+    report = Report.build("allreduce", cluster, [])
+    nodes = [node] * (ranks if backend != "nccl" else 1)
+    return _allreduce_stage(
+        report, nodes, backend, port, python, sizes, recommend or [], iface, fmt, json_file, fail_on
+    )
+
+
+@app.command()
+def nics(
+    fmt: FormatOpt = Format.text,
+    export: Annotated[
+        bool, typer.Option("--export", help="Print only shell lines to eval (export ...).")
+    ] = False,
+    fail_on: FailOnOpt = "fail",
+    deadline: DeadlineOpt = 20.0,
+) -> int:
+    """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
+    _severity(fail_on)
+    specs = _checks(["nics", "rdma", "limits.memlock"], None)
+    cluster = to_cluster(gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline)))
+    if export:
+        lines = export_lines(plans(cluster))
+        if not lines:
+            _stderr().print("doctor: no interface with a routable address", markup=False)
+            return 1
+        sys.stdout.write("\n".join(lines) + "\n")
+        return EXIT_OK
+    report = Report.build("nics", cluster, run_checks(specs, cluster))
+    report.sections["nics"] = nics_section(cluster)
+    if fmt is Format.text:
+        render_table(plans(cluster), _stdout())
+    return _emit(report, fmt, None, fail_on)
 
 
 @app.command()
@@ -267,15 +386,22 @@ def checks_list(fmt: FormatOpt = Format.text) -> int:
     return EXIT_OK
 
 
-@app.callback(invoke_without_command=False)
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)
-    ] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         sys.stdout.write(f"cluster-doctor {__version__}\n")
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+        ),
+    ] = False,
+) -> None:
+    """Find what will break multi-node GPU training before you launch it."""
 
 
 def main(argv: list[str] | None = None) -> int:

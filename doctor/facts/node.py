@@ -8,7 +8,10 @@ from typing import Any, TypeVar
 
 from doctor.capture import Capture
 from doctor.facts.limits import LimitFacts, parse_limits
+from doctor.facts.net import NetFacts, parse_net
+from doctor.facts.nccl import NcclFacts, parse_nccl
 from doctor.facts.pci import PciDevice, parse_pci
+from doctor.facts.rdma import RdmaFacts, parse_rdma
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.model import Missing
 
@@ -23,6 +26,9 @@ class NodeFacts:
     limits: LimitFacts | Missing
     env: dict[str, str] | Missing
     pci: list[PciDevice] | Missing
+    net: NetFacts | Missing
+    rdma: RdmaFacts | Missing
+    nccl: NcclFacts | Missing
 
     def to_json(self) -> dict[str, Any]:
         from doctor.jsonable import jsonable
@@ -31,7 +37,7 @@ class NodeFacts:
 
 
 # The areas a check can name in ``needs``, in report order.
-FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci")
+FACT_AREAS: tuple[str, ...] = ("system", "limits", "env", "pci", "net", "rdma", "nccl")
 
 
 def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
@@ -55,4 +61,7 @@ def parse_node(node: str, cap: Capture) -> NodeFacts:
         limits=guarded(parse_limits, cap, "limits"),
         env=guarded(_env, cap, "env"),
         pci=guarded(parse_pci, cap, "pci"),
+        net=guarded(parse_net, cap, "net"),
+        rdma=guarded(parse_rdma, cap, "rdma"),
+        nccl=guarded(parse_nccl, cap, "nccl"),
     )

@@ -29,6 +29,7 @@ class Netns:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.wire: str | None = None  # companion namespace holding the far ends of our NICs
         sh("ip", "netns", "add", name)
         self.ip("link", "set", "lo", "up")
 
@@ -57,9 +58,18 @@ class Netns:
             check=check,
         )
 
-    def add_dummy(self, name: str, *addrs: str, up: bool = True) -> None:
-        """A dummy NIC: a real kernel interface with no peer, for addressing scenarios."""
-        self.ip("link", "add", name, "type", "dummy")
+    def add_nic(self, name: str, *addrs: str, up: bool = True) -> None:
+        """A NIC with carrier: one end of a veth pair whose far end sits in a companion namespace.
+
+        (This kernel has no dummy driver; and a far end left in the same namespace would be a
+        second interface that NCCL's selection would see.)
+        """
+        if self.wire is None:
+            self.wire = f"{self.name}w"
+            sh("ip", "netns", "add", self.wire)
+        far = f"w{next(_counter)}"
+        self.ip("link", "add", name, "type", "veth", "peer", "name", far, "netns", self.wire)
+        sh("ip", "-n", self.wire, "link", "set", far, "up")
         for addr in addrs:
             self.ip("addr", "add", addr, "dev", name)
         if up:
@@ -79,6 +89,8 @@ class Netns:
 
     def delete(self) -> None:
         sh("ip", "netns", "delete", self.name, check=False)
+        if self.wire:
+            sh("ip", "netns", "delete", self.wire, check=False)
 
 
 @contextmanager

@@ -1,0 +1,129 @@
+"""RDMA readiness: HCA ports up, verbs reachable from here, GPUDirect RDMA, locked memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from doctor.facts.node import NodeFacts
+from doctor.facts.rdma import RdmaFacts
+from doctor.model import Finding, Fix, Missing, Severity
+from doctor.plugin import Skip, need, node_check
+from doctor.units import human_bytes
+
+
+def _rdma(facts: NodeFacts) -> RdmaFacts:
+    rdma = need(facts.rdma, "RDMA")
+    if not rdma.present:
+        raise Skip("no RDMA devices in /sys/class/infiniband")
+    return rdma
+
+
+@node_check(
+    "rdma.state",
+    "RDMA devices are usable by NCCL's IB transport",
+    needs=("rdma",),
+    codes={
+        "rdma.no_active_port": "an HCA has no ACTIVE port: NCCL cannot use it",
+        "rdma.no_uverbs": "HCAs exist but /dev/infiniband is not visible: NCCL falls back to sockets",
+        "rdma.no_verbs": "libibverbs.so.1 cannot be loaded: NCCL falls back to sockets",
+        "rdma.roce_no_v2": "a RoCE port has no RoCE v2 GID: traffic cannot be routed",
+        "rdma.no_gdr": "no GPUDirect RDMA peer-memory module with NVIDIA GPUs present",
+    },
+)
+def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
+    rdma = _rdma(facts)
+    for hca in rdma.hcas:
+        if not any(p.active for p in hca.ports):
+            yield Finding(
+                "rdma.no_active_port",
+                Severity.WARN,
+                f"{hca.name}: no ACTIVE port ("
+                + ", ".join(f"port {p.number} {p.state_text}/{p.phys_state}" for p in hca.ports)
+                + ")",
+                evidence=tuple(
+                    f"/sys/class/infiniband/{hca.name}/ports/{p.number}/state: {p.state_text}"
+                    for p in hca.ports
+                ),
+                fix=Fix(
+                    "Check the cable/switch port and the subnet manager (IB) or the netdev link "
+                    "(RoCE); exclude the HCA from NCCL meanwhile.",
+                    (f"export NCCL_IB_HCA=^={hca.name}",),
+                ),
+            )
+        for p in hca.ports:
+            if p.active and p.link_layer == "Ethernet" and not any(g.routable_v2 for g in p.gids):
+                yield Finding(
+                    "rdma.roce_no_v2",
+                    Severity.WARN,
+                    f"{hca.name} port {p.number} (RoCE over {', '.join(p.netdevs) or '?'}) has "
+                    "no RoCE v2 GID with an IP address",
+                    evidence=tuple(f"gid {g.index}: {g.gid} {g.type}" for g in p.gids),
+                    fix=Fix(
+                        "Give the RoCE netdev an IPv4/IPv6 address so the kernel adds RoCE v2 GIDs."
+                    ),
+                )
+    if isinstance(rdma.uverbs, Missing) or not rdma.uverbs:
+        yield Finding(
+            "rdma.no_uverbs",
+            Severity.FAIL,
+            "RDMA devices exist but /dev/infiniband is not visible here; NCCL silently uses "
+            "sockets",
+            evidence=(rdma.uverbs.reason if isinstance(rdma.uverbs, Missing) else "empty",),
+            fix=Fix(
+                "Pass the verbs devices into the container.",
+                ("docker run --device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1 ...",),
+            ),
+        )
+    if rdma.verbs_loadable is not True:
+        why = rdma.verbs_loadable.reason if isinstance(rdma.verbs_loadable, Missing) else "?"
+        yield Finding(
+            "rdma.no_verbs",
+            Severity.WARN,
+            "libibverbs.so.1 cannot be loaded; NCCL falls back to NET/Socket",
+            evidence=(why,),
+            fix=Fix("Install rdma-core's verbs library.", ("apt-get install ibverbs-providers libibverbs1",)),
+        )
+    gpus = facts.pci if isinstance(facts.pci, list) else []
+    if rdma.gdr_module is None and any(d.is_nvidia_gpu for d in gpus):
+        yield Finding(
+            "rdma.no_gdr",
+            Severity.WARN,
+            "NVIDIA GPUs and RDMA devices but no nvidia_peermem: no GPUDirect RDMA unless "
+            "DMA-BUF is available (open kernel module)",
+            evidence=("no /sys/module/nvidia_peermem, /sys/module/nv_peer_mem or nv_mem",),
+            fix=Fix("Load the peer-memory module.", ("sudo modprobe nvidia-peermem",)),
+        )
+
+
+@node_check(
+    "limits.memlock",
+    "Locked memory is unlimited where RDMA devices exist",
+    needs=("rdma", "limits"),
+    codes={
+        "limits.memlock": "RLIMIT_MEMLOCK is limited: ibv_reg_mr fails with 'Cannot allocate memory'",
+    },
+)
+def memlock(facts: NodeFacts) -> Iterator[Finding]:
+    _rdma(facts)
+    limit = need(need(facts.limits).memlock, "RLIMIT_MEMLOCK")
+    if limit.unlimited:
+        return
+    yield Finding(
+        "limits.memlock",
+        Severity.FAIL,
+        f"locked memory is limited to {human_bytes(limit.soft)} with RDMA devices present: NCCL's "
+        "IB transport fails registering buffers",
+        evidence=(f"RLIMIT_MEMLOCK soft {limit.soft} hard {limit.hard} (bytes; -1 = unlimited)",),
+        fix=Fix(
+            "Raise the limit for the launcher and everything it starts.",
+            (
+                "echo '* soft memlock unlimited' >> /etc/security/limits.conf",
+                "echo '* hard memlock unlimited' >> /etc/security/limits.conf",
+                "docker run --ulimit memlock=-1 ...",
+            ),
+        ),
+        data={"soft": limit.soft, "hard": limit.hard},
+    )
+
+
+CHECKS = [rdma_state, memlock]

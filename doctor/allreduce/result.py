@@ -1,0 +1,221 @@
+"""What a run found: each rank's phase, the verification, the sweep, the links; as sentences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from doctor.allreduce.plan import PHASES, Plan
+
+# How each phase reads in a sentence about a rank that did not get past it.
+STUCK = {
+    "launch": "never started",
+    "rendezvous": "never joined the rendezvous at {master}",
+    "init": "did not finish process-group init ({backend})",
+    "first_allreduce": "did not finish its first allreduce",
+    "verify": "did not finish the verification allreduce",
+    "sweep": "did not finish the size sweep",
+    "teardown": "did not finish teardown",
+}
+# A node whose best link is slower than this fraction of the typical node's is named.
+SLOW_LINK_FRACTION = 0.5
+
+
+@dataclass
+class RankState:
+    rank: int
+    node: str
+    phase: str = ""  # the last phase entered ("" before its first line)
+    entered: float = 0.0  # when it entered that phase (controller clock)
+    error: str = ""
+    failed_phase: str = ""
+    host: str = ""
+    pid: int | None = None
+    env: dict[str, str | None] = field(default_factory=dict)
+    exit_code: int | None = None
+    verify: dict[str, Any] = field(default_factory=dict)
+    sweep: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    sweep_stopped: dict[str, Any] = field(default_factory=dict)
+    stderr: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.phase == "done"
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error) or (self.exit_code is not None and not self.done)
+
+    def apply(self, event: dict[str, Any], at: float) -> None:
+        """Fold one worker line into the state."""
+        kind = event.get("ev")
+        if kind == "phase" and event.get("phase") in PHASES:
+            self.phase, self.entered = str(event["phase"]), at
+            if self.phase == "launch":
+                self.host = str(event.get("host", ""))
+                self.pid = event.get("pid")
+                self.env = dict(event.get("env") or {})
+        elif kind == "fail":
+            self.error = str(event.get("error", "failed"))
+            self.failed_phase = str(event.get("phase", self.phase))
+        elif kind == "verify":
+            self.verify = event
+        elif kind == "sweep":
+            self.sweep.append(event)
+        elif kind == "link":
+            self.links.append(event)
+        elif kind == "sweep_stopped":
+            self.sweep_stopped = event
+
+
+@dataclass
+class RunResult:
+    """One run (as configured, or as recommended)."""
+
+    label: str
+    plan: Plan
+    status: str  # passed | failed | timeout | interrupted | not_started
+    ranks: list[RankState]
+    seconds: float
+    reason: str = ""  # for not_started: why no rank ran
+
+    @property
+    def master(self) -> str:
+        return f"{self.plan.master.name}:{self.plan.port}"
+
+    @property
+    def verified(self) -> bool:
+        return bool(self.ranks) and all(
+            r.verify.get("wrong") == 0 and r.verify.get("elems") for r in self.ranks
+        )
+
+    def behind(self) -> list[RankState]:
+        """The ranks that got least far: the likely cause when a run did not pass."""
+        if not self.ranks:
+            return []
+
+        def reach(r: RankState) -> int:
+            return PHASES.index(r.phase) if r.phase else -1
+
+        stuck = [r for r in self.ranks if not r.done]
+        if not stuck:
+            return []
+        low = min(reach(r) for r in stuck)
+        return [r for r in stuck if reach(r) == low]
+
+    def sentence(self, r: RankState) -> str:
+        phase = r.failed_phase or r.phase or "launch"
+        text = STUCK.get(phase, f"stopped in {phase}").format(
+            master=self.master, backend=self.plan.backend
+        )
+        line = f"rank {r.rank} ({r.node}) {text}"
+        if r.error:
+            line += f": {r.error}"
+        elif not r.phase and r.exit_code not in (None, 0):
+            tail = r.stderr.strip().splitlines()
+            line += f": exit status {r.exit_code}" + (f", {tail[-1][:300]}" if tail else "")
+        return line
+
+    def headline(self) -> str:
+        if self.status == "not_started":
+            return f"{self.label}: not started: {self.reason}"
+        if self.status == "passed":
+            n = self.plan.world_size
+            return f"{self.label}: {n} rank{'s' if n != 1 else ''} verified exactly"
+        culprits = self.behind()
+        why = "; ".join(self.sentence(r) for r in culprits) or "a rank failed"
+        return f"{self.label}: {self.status}: {why}"
+
+    def sweep_rows(self) -> list[dict[str, Any]]:
+        """Per size: the slowest rank's time, algbw and busbw (nccl-tests' definitions)."""
+        n = self.plan.world_size
+        by_size: dict[int, list[tuple[float, RankState]]] = {}
+        for r in self.ranks:
+            for row in r.sweep:
+                by_size.setdefault(int(row["bytes"]), []).append((float(row["time_s"]), r))
+        rows = []
+        for size in sorted(by_size):
+            times = by_size[size]
+            if len(times) != n:
+                continue  # not every rank finished this size
+            time_s, slow = max(times, key=lambda t: t[0])
+            algbw = size / time_s / 1e9 if time_s > 0 else 0.0
+            rows.append(
+                {
+                    "bytes": size,
+                    "time_s": time_s,
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": algbw * 2 * (n - 1) / n,
+                    "slowest_rank": slow.rank,
+                    "slowest_node": slow.node,
+                }
+            )
+        return rows
+
+    def link_rows(self) -> list[dict[str, Any]]:
+        node_of = {r.rank: r.node for r in self.ranks}
+        rows = []
+        for r in self.ranks:
+            for link in r.links:
+                t = float(link["time_s"])
+                rows.append(
+                    {
+                        "src": node_of.get(int(link["src"]), "?"),
+                        "dst": r.node,
+                        "bytes": int(link["bytes"]),
+                        "time_s": t,
+                        "gbps": int(link["bytes"]) / t / 1e9 if t > 0 else 0.0,
+                    }
+                )
+        return rows
+
+    def slow_node(self) -> tuple[str, float, float] | None:
+        """The node whose best link, in or out, is far slower than the others' best links.
+
+        Returns (node, its best Gbit/s-equivalent GB/s, the typical node's). Needs three nodes:
+        with two, a slow link cannot be pinned on either end.
+        """
+        links = [row for row in self.link_rows() if row["src"] != row["dst"]]
+        nodes = sorted({row["src"] for row in links} | {row["dst"] for row in links})
+        if len(nodes) < 3:
+            return None
+        score = {}
+        for n in nodes:
+            out = [row["gbps"] for row in links if row["src"] == n]
+            into = [row["gbps"] for row in links if row["dst"] == n]
+            score[n] = min(max(out, default=0.0), max(into, default=0.0))
+        typical = median(score.values())
+        slow = [n for n in nodes if score[n] < SLOW_LINK_FRACTION * typical]
+        if len(slow) != 1:
+            return None
+        return slow[0], score[slow[0]], typical
+
+    def to_json(self) -> dict[str, Any]:
+        slow = self.slow_node()
+        return {
+            "label": self.label,
+            "status": self.status,
+            "headline": self.headline(),
+            "seconds": round(self.seconds, 3),
+            "env": self.plan.env,
+            "rendezvous": self.master,
+            "verified": self.verified,
+            "ranks": [
+                {
+                    "rank": r.rank,
+                    "node": r.node,
+                    "host": r.host,
+                    "phase": r.phase or "not_started",
+                    "completed": r.done,
+                    "error": r.error or None,
+                    "exit_code": r.exit_code,
+                    "env": r.env,
+                }
+                for r in self.ranks
+            ],
+            "sweep": self.sweep_rows(),
+            "links": self.link_rows(),
+            "slow_node": slow[0] if slow else None,
+        }

@@ -1,0 +1,287 @@
+"""The allreduce worker: one rank of the doctor's tiny allreduce, run on a node.
+
+Shipped like the probe: the controller runs ``python -c BOOT <nbytes> <spec-json>`` and writes
+this file's source on stdin, keeping stdin open afterwards as a lifeline. When stdin reaches EOF
+(the controller gave up, was interrupted, or its SSH channel died) the worker kills its own
+process group, so no rank is ever left behind on a node. It needs only the standard library and
+torch, and must stay valid on Python 3.8.
+
+Every step is reported as one JSON line on stdout, so the controller always knows where each
+rank is: ``{"ev": "phase", "phase": ...}`` on entering a phase, ``{"ev": "fail", ...}`` when a
+phase fails, and result lines (``verify``, ``sweep``, ``link``). Phases, in order: launch,
+rendezvous, init, first_allreduce, verify, sweep, teardown, done.
+
+``{"mode": "address"}`` runs no rank: it reports the node's address on an interface and
+whether the rendezvous port is free, before any rank starts.
+"""
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+
+SIOCGIFADDR = 0x8915
+STARTED = time.monotonic()
+
+
+def emit(ev, **fields):
+    fields["ev"] = ev
+    fields["t"] = round(time.monotonic() - STARTED, 6)
+    sys.stdout.write(json.dumps(fields, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def first_line(exc):
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text.splitlines()[0][:500]}"
+
+
+def own_process_group():
+    """Make sure the group we kill on exit holds only this worker (never our parent's group)."""
+    # Fails only for a group leader: then the launcher already gave us our own group.
+    with contextlib.suppress(OSError):
+        os.setsid()
+
+
+def lifeline():
+    """Block until the controller closes our stdin, then take the whole group down."""
+    try:
+        while sys.stdin.buffer.read(65536):
+            pass
+    except (OSError, ValueError):
+        pass
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def iface_address(name):
+    """IPv4 address of interface ``name`` (None when it has none)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        return socket.inet_ntoa(packed[20:24])
+    except OSError:
+        return None
+    finally:
+        sock.close()
+
+
+def port_free(port):
+    """Whether the rendezvous port can be bound the way TCPStore binds it (all addresses)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def address_mode(spec):
+    iface = spec.get("iface")
+    emit(
+        "address",
+        host=socket.gethostname(),
+        iface=iface,
+        addr=iface_address(iface) if iface else None,
+        port=spec["port"],
+        port_free=port_free(spec["port"]),
+    )
+    return 0
+
+
+def pattern(torch, rank, elems, device):
+    """Integer-valued contributions, distinct per rank and element, exact in float32."""
+    index = torch.arange(elems, dtype=torch.int64, device=device)
+    return ((index * (rank + 1) + rank) % 251).to(torch.float32)
+
+
+def verify(torch, dist, spec, device):
+    rank, world = spec["rank"], spec["world_size"]
+    elems = spec["verify_elems"]
+    tensor = pattern(torch, rank, elems, device)
+    dist.all_reduce(tensor)
+    expected = pattern(torch, 0, elems, device)
+    for other in range(1, world):
+        expected += pattern(torch, other, elems, device)
+    bad = (tensor != expected).nonzero()
+    first = int(bad[0][0]) if bad.numel() else None
+    emit(
+        "verify",
+        elems=elems,
+        wrong=int(bad.numel()),
+        first_bad=first,
+        got=None if first is None else float(tensor[first]),
+        want=None if first is None else float(expected[first]),
+    )
+    return bad.numel() == 0
+
+
+def sync(torch, dist, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def iterations(size):
+    """The same on every rank: enough repeats to time small sizes, one for the largest."""
+    return max(1, min(10, (4 << 20) // max(1, size)))
+
+
+def sweep(torch, dist, spec, device):
+    """Time each size; stop (on every rank at once) before a size would overrun the budget."""
+    budget = spec["sweep_budget_s"]
+    # One collective must stay well inside the process group's own timeout.
+    longest_op = spec["collective_timeout_s"] / 2.0
+    started = time.monotonic()
+    sizes = spec["sizes"]
+    for i, size in enumerate(sizes):
+        tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
+        dist.all_reduce(tensor)  # warm-up: connections and buffers for this size
+        sync(torch, dist, device)
+        dist.barrier()
+        iters = iterations(size)
+        t0 = time.monotonic()
+        for _ in range(iters):
+            dist.all_reduce(tensor)
+        sync(torch, dist, device)
+        per_op = (time.monotonic() - t0) / iters
+        emit("sweep", bytes=tensor.numel() * 4, iters=iters, time_s=per_op)
+        if i + 1 == len(sizes):
+            break
+        # Ranks must stop together: agree on the slowest rank's numbers, then predict.
+        agreed = torch.tensor(
+            [time.monotonic() - started, per_op], dtype=torch.float64, device=device
+        )
+        dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+        spent, slowest_op = float(agreed[0]), float(agreed[1])
+        next_op = slowest_op * sizes[i + 1] / float(size)
+        if next_op > longest_op or spent + next_op * (iterations(sizes[i + 1]) + 1) > budget:
+            emit("sweep_stopped", after_bytes=tensor.numel() * 4, spent_s=spent)
+            break
+
+
+def link_test(torch, dist, spec, device):
+    """Time a transfer on every directed ring link, both ways, to name a slow node."""
+    rank, world = spec["rank"], spec["world_size"]
+    elems = max(1, spec["link_bytes"] // 4)
+    out = torch.ones(elems, dtype=torch.float32, device=device)
+    into = torch.empty(elems, dtype=torch.float32, device=device)
+    for step in (1, -1):
+        peer_to, peer_from = (rank + step) % world, (rank - step) % world
+        dist.barrier()
+        t0 = time.monotonic()
+        reqs = [dist.isend(out, peer_to), dist.irecv(into, peer_from)]
+        reqs[1].wait()
+        sync(torch, dist, device)
+        recv_s = time.monotonic() - t0
+        reqs[0].wait()
+        emit("link", src=peer_from, dst=rank, bytes=elems * 4, time_s=recv_s)
+
+
+def run_rank(spec):
+    rank, world = spec["rank"], spec["world_size"]
+    emit(
+        "phase",
+        phase="launch",
+        rank=rank,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        python=sys.version.split()[0],
+        env=dict((k, os.environ[k]) for k in spec["report_env"] if k in os.environ),
+    )
+    try:
+        import torch
+        import torch.distributed as dist
+    except Exception as exc:  # ImportError, or a broken torch install
+        emit("fail", phase="launch", error="torch is not importable: " + first_line(exc))
+        return 1
+
+    emit("phase", phase="rendezvous", addr=spec["master_addr"], port=spec["master_port"])
+    try:
+        store = dist.TCPStore(
+            spec["master_addr"],
+            spec["master_port"],
+            world,
+            rank == 0,
+            timeout=datetime.timedelta(seconds=spec["rendezvous_timeout_s"]),
+            wait_for_workers=False,
+        )
+    except Exception as exc:
+        emit("fail", phase="rendezvous", error=first_line(exc))
+        return 1
+
+    emit("phase", phase="init", backend=spec["backend"], torch=torch.__version__)
+    timeout = datetime.timedelta(seconds=spec["collective_timeout_s"])
+    try:
+        if spec["backend"] == "nccl":
+            device = torch.device("cuda", spec["local_rank"])
+            torch.cuda.set_device(device)
+            # device_id makes NCCL initialise now, so a bad NIC fails here and not later.
+            dist.init_process_group(
+                "nccl", store=store, rank=rank, world_size=world, timeout=timeout, device_id=device
+            )
+        else:
+            device = torch.device("cpu")
+            dist.init_process_group(
+                "gloo", store=store, rank=rank, world_size=world, timeout=timeout
+            )
+    except Exception as exc:
+        emit("fail", phase="init", error=first_line(exc))
+        return 1
+
+    phase = "first_allreduce"
+    try:
+        emit("phase", phase=phase)
+        one = torch.ones(1, device=device)
+        dist.all_reduce(one)
+        if int(one[0]) != world:
+            emit("fail", phase=phase, error=f"1-element sum is {one[0].item()}, not {world}")
+            return 1
+        phase = "verify"
+        emit("phase", phase=phase)
+        if not verify(torch, dist, spec, device):
+            emit("fail", phase=phase, error="allreduce result differs from the exact sum")
+            return 1
+        phase = "sweep"
+        emit("phase", phase=phase)
+        if world > 1:
+            sweep(torch, dist, spec, device)
+            link_test(torch, dist, spec, device)
+        phase = "teardown"
+        emit("phase", phase=phase)
+        dist.destroy_process_group()
+    except Exception as exc:
+        emit("fail", phase=phase, error=first_line(exc))
+        return 1
+    emit("phase", phase="done")
+    return 0
+
+
+def main(argv):
+    spec = json.loads(argv[-1])
+    if spec.get("mode") == "address":
+        return address_mode(spec)
+    own_process_group()
+    threading.Thread(target=lifeline, name="lifeline", daemon=True).start()
+    for key, value in spec.get("env", {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    return run_rank(spec)
+
+
+if __name__ == "__main__":
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit: a wedged Gloo/NCCL thread must not keep a finished rank alive.
+    os._exit(code)

@@ -1,0 +1,267 @@
+"""Every libnccl a node could load, which one torch and the dynamic loader pick, plugins, config."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+
+from doctor.capture import Capture, CommandResult
+from doctor.facts.frameworks import parse_version_py
+from doctor.model import Missing
+
+# Must match NCCL_MARK in doctor/probe.py: the line the probe's child prints its result on.
+MARK = "@@cluster-doctor-nccl@@"
+BANNER = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*?)\+cuda(\d+\.\d+)")
+SONAME = "libnccl.so.2"
+TORCH_GLOB = "libnccl.so.*[0-9]"  # the pattern torch/__init__.py preloads
+# Folders under a sys.path entry that hold a libnccl, and what we call them.
+SITE_SUBDIRS = (
+    ("nvidia/nccl/lib", "wheel"),
+    ("nvidia/cu13/lib", "wheel"),
+    ("nvidia/cu12/lib", "wheel"),
+    ("torch/lib", "torch"),
+)
+
+
+@dataclass(frozen=True)
+class NcclLibrary:
+    path: str  # the real file, symlinks resolved
+    found_as: tuple[str, ...]  # every name it was found under
+    sources: tuple[str, ...]  # "LD_LIBRARY_PATH", "ldconfig", "wheel", "torch"
+    version: str | Missing  # "2.32.3": ncclGetVersion, else the banner inside the binary
+    cuda: str | None  # the CUDA it was built for ("12.9"), from the banner
+    unique_id_hex: str | Missing  # ncclGetUniqueId: 128 bytes (magic, bootstrap sockaddr)
+    debug_log: str  # NCCL's own INFO log from that call (INIT,BOOTSTRAP,ENV,NET)
+
+
+@dataclass(frozen=True)
+class NcclConf:
+    path: str
+    role: str  # "NCCL_CONF_FILE", "user" (~/.nccl.conf) or "system" (/etc/nccl.conf)
+    settings: tuple[tuple[str, str], ...] | Missing
+
+
+@dataclass(frozen=True)
+class NcclFacts:
+    libraries: tuple[NcclLibrary, ...]
+    # The real path a program linked against libnccl.so.2 gets (LD_LIBRARY_PATH, then the
+    # ld.so cache); None when neither has one.
+    loader_pick: str | None
+    # The real path torch loads; None when torch needs none (a CPU build); Missing when there is
+    # no torch, or a CUDA torch whose NCCL is not a separate file.
+    torch_pick: str | Missing | None
+    net_plugins: tuple[str, ...]
+    conf_files: tuple[NcclConf, ...]  # in NCCL's precedence order, highest first
+
+    def library(self, path: str | None) -> NcclLibrary | None:
+        return next((lib for lib in self.libraries if lib.path == path), None)
+
+
+def decode_version(code: int) -> str:
+    """NCCL_VERSION_CODE → "2.32.3" (codes below 10000 are the pre-2.9 X*1000+Y*100+Z form)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+
+
+def parse_conf(text: str) -> tuple[tuple[str, str], ...]:
+    """nccl.conf: ``NAME=value`` lines, ``#`` comments (NCCL's initEnvFunc in src/misc/param.cc)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Call:
+    version: str | Missing
+    cuda: str | None
+    unique_id_hex: str | Missing
+    debug_log: str
+
+
+def parse_call(result: CommandResult | Missing, path: str) -> _Call:
+    """The probe's child for one library: its marker line as JSON, the rest NCCL's log."""
+    if isinstance(result, Missing):
+        return _Call(result, None, result, "")
+    log, data = [], None
+    for line in result.stdout.splitlines():
+        if line.startswith(MARK):
+            data = json.loads(line[len(MARK) :])
+        elif line:
+            log.append(line)
+    if not isinstance(data, dict):
+        why = (result.stderr.strip().splitlines() or [f"exit code {result.rc}"])[-1]
+        missing = Missing(f"{path}: probe child died: {why}", "failed")
+        return _Call(missing, None, missing, "\n".join(log))
+    banner = BANNER.search(data.get("banner") or "")
+    error = data.get("error")
+    version: str | Missing
+    if data.get("version_rc") == 0 and isinstance(data.get("version_code"), int):
+        version = decode_version(data["version_code"])
+    elif banner:
+        version = banner.group(1)
+    else:
+        version = Missing(f"{path}: {error or 'no version'}", "failed")
+    uid: str | Missing
+    if data.get("unique_id_rc") == 0 and data.get("unique_id_hex"):
+        uid = str(data["unique_id_hex"])
+    elif "unique_id_rc" in data:
+        uid = Missing(f"{path}: ncclGetUniqueId returned {data['unique_id_rc']}", "failed")
+    else:
+        uid = Missing(f"{path}: {error or 'ncclGetUniqueId was not called'}", "failed")
+    return _Call(version, banner.group(3) if banner else None, uid, "\n".join(log))
+
+
+def _ldconfig_entries(cap: Capture) -> list[tuple[str, str]]:
+    """(name, path) for every libnccl* line of ``ldconfig -p``, in cache order."""
+    result = cap.command("ldconfig")
+    if isinstance(result, Missing):
+        return []
+    out = []
+    for line in result.stdout.splitlines():
+        name, sep, target = line.strip().partition(" => ")
+        if sep and name.startswith("libnccl"):
+            out.append((name.split(" ", 1)[0], target.strip()))
+    return out
+
+
+def _listed(cap: Capture, folder: str) -> list[str]:
+    entries = cap.dir(folder)
+    return [] if isinstance(entries, Missing) else entries
+
+
+def _real(cap: Capture, path: str) -> str:
+    real = cap.value(f"realpath:{path}")
+    return real if isinstance(real, str) else path
+
+
+def _ld_library_dirs(cap: Capture) -> list[str]:
+    env = cap.value("env")
+    raw = env.get("LD_LIBRARY_PATH", "") if isinstance(env, dict) else ""
+    return [d for d in raw.split(":") if d]
+
+
+def _site_dirs(cap: Capture) -> list[str]:
+    value = cap.value("sys.path")
+    return [d for d in value if isinstance(d, str)] if isinstance(value, list) else []
+
+
+def _candidates(cap: Capture) -> list[tuple[str, str]]:
+    """(path as found, source) for every libnccl and net plugin, in discovery order."""
+    found = [
+        (posixpath.join(d, e), "LD_LIBRARY_PATH")
+        for d in _ld_library_dirs(cap)
+        for e in _listed(cap, d)
+        if e.startswith("libnccl")
+    ]
+    found += [(path, "ldconfig") for _, path in _ldconfig_entries(cap)]
+    for site in _site_dirs(cap):
+        for sub, source in SITE_SUBDIRS:
+            folder = posixpath.join(site, sub)
+            found += [(posixpath.join(folder, e), source) for e in _listed(cap, folder)]
+    return found
+
+
+def _torch_pick(cap: Capture) -> str | Missing | None:
+    """The libnccl torch loads: its own torch/lib copy, else the wheel it preloads from sys.path.
+
+    torch/__init__.py ``_preload_cuda_deps`` walks sys.path in order and takes the first
+    ``nvidia/nccl/lib/libnccl.so.*[0-9]`` (or ``nvidia/cu<major>/lib`` for CUDA 13 builds).
+    """
+    torch_dir = cap.value("module:torch")
+    if not isinstance(torch_dir, str):
+        return Missing("torch is not installed for the probe's Python", "absent")
+    own = sorted(e for e in _listed(cap, f"{torch_dir}/lib") if e.startswith("libnccl.so"))
+    if own:
+        return _real(cap, f"{torch_dir}/lib/{own[0]}")
+    version_py = cap.file(f"{torch_dir}/version.py")
+    cuda = parse_version_py(version_py).get("cuda") if isinstance(version_py, str) else None
+    if isinstance(version_py, str) and cuda is None:
+        return None  # a CPU build: no NCCL at all
+    subs = ["nvidia/nccl/lib"] + ([f"nvidia/cu{cuda.split('.')[0]}/lib"] if cuda else [])
+    for site in _site_dirs(cap):
+        for sub in subs:
+            folder = posixpath.join(site, sub)
+            hits = sorted(e for e in _listed(cap, folder) if fnmatch.fnmatch(e, TORCH_GLOB))
+            if hits:
+                return _real(cap, posixpath.join(folder, hits[0]))
+    return Missing(
+        f"torch (CUDA {cuda}) has no separate libnccl: linked into libtorch_cuda.so or absent",
+        "absent",
+    )
+
+
+def _loader_pick(cap: Capture) -> str | None:
+    for folder in _ld_library_dirs(cap):
+        if SONAME in _listed(cap, folder):
+            return _real(cap, posixpath.join(folder, SONAME))
+    for name, path in _ldconfig_entries(cap):
+        if name == SONAME:
+            return _real(cap, path)
+    return None
+
+
+def _conf_files(cap: Capture) -> tuple[NcclConf, ...]:
+    paths = cap.value("nccl:conf_files")
+    if not isinstance(paths, dict):
+        return ()
+    # NCCL reads $NCCL_CONF_FILE, else ~/.nccl.conf; then /etc/nccl.conf, without overriding.
+    conf_file = paths.get("NCCL_CONF_FILE")
+    first = ("NCCL_CONF_FILE", conf_file) if conf_file else ("user", paths.get("user"))
+    out = []
+    for role, path in (first, ("system", paths.get("system"))):
+        if not isinstance(path, str):
+            continue
+        text = cap.file(path)
+        if isinstance(text, Missing) and text.kind == "absent":
+            continue
+        out.append(NcclConf(path, role, parse_conf(text) if isinstance(text, str) else text))
+    return tuple(out)
+
+
+def parse_nccl(cap: Capture) -> NcclFacts:
+    by_real: dict[str, tuple[list[str], list[str]]] = {}
+    plugins: list[str] = []
+    for path, source in _candidates(cap):
+        name = posixpath.basename(path)
+        if name.startswith("libnccl-net"):
+            if path not in plugins:
+                plugins.append(path)
+            continue
+        if not name.startswith("libnccl.so"):
+            continue
+        names, sources = by_real.setdefault(_real(cap, path), ([], []))
+        if path not in names:
+            names.append(path)
+        if source not in sources:
+            sources.append(source)
+    libraries = []
+    for real, (names, sources) in by_real.items():
+        call = parse_call(cap.command(f"nccl:{real}"), real)
+        libraries.append(
+            NcclLibrary(
+                real,
+                tuple(names),
+                tuple(sources),
+                call.version,
+                call.cuda,
+                call.unique_id_hex,
+                call.debug_log,
+            )
+        )
+    return NcclFacts(
+        libraries=tuple(libraries),
+        loader_pick=_loader_pick(cap),
+        torch_pick=_torch_pick(cap),
+        net_plugins=tuple(plugins),
+        conf_files=_conf_files(cap),
+    )

@@ -1,0 +1,337 @@
+"""Network interfaces: kind, state, addresses and the exact getifaddrs() order NCCL walks."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import dataclass
+
+from doctor.capture import Capture
+from doctor.model import Missing
+
+ROOT = "/sys/class/net"
+IFF_UP = 0x1
+IFF_LOOPBACK = 0x8
+IFF_RUNNING = 0x40
+AF_INET = 2
+AF_INET6 = 10
+ARPHRD_INFINIBAND = 32
+ARPHRD_LOOPBACK = 772
+# Kinds the kernel names in IFLA_INFO_KIND that we report as they are.
+NETLINK_KINDS = {
+    "veth",
+    "bridge",
+    "bond",
+    "vlan",
+    "macvlan",
+    "macvtap",
+    "ipvlan",
+    "vxlan",
+    "geneve",
+    "wireguard",
+    "ipoib",
+    "dummy",
+    "tun",
+}
+
+
+@dataclass(frozen=True)
+class IfAddr:
+    """One address of an interface, the way getifaddrs() hands it to NCCL and Gloo."""
+
+    name: str
+    family: int  # AF_INET (2) or AF_INET6 (10)
+    address: str
+    prefixlen: int
+    flags: int  # the interface's flags (IFF_UP, IFF_RUNNING, ...) when listed
+    scope_id: int = 0  # IPv6 link-local: the interface index
+
+    @property
+    def ip(self) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+        return ipaddress.ip_address(self.address)
+
+    @property
+    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+        return ipaddress.ip_interface(f"{self.address}/{self.prefixlen}").network
+
+    @property
+    def link_local(self) -> bool:
+        return self.ip.is_link_local
+
+    @property
+    def loopback(self) -> bool:
+        return self.ip.is_loopback
+
+    @property
+    def scope(self) -> str:
+        if self.loopback:
+            return "host"
+        return "link" if self.link_local else "global"
+
+    def text(self) -> str:
+        return f"{self.address}/{self.prefixlen}"
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    ifindex: int | None
+    kind: str  # physical, veth, bridge, bond, vlan, macvlan, ipvlan, vxlan, tun, tap, wireguard,
+    # ipoib, loopback, dummy, virtual
+    flags: int
+    mtu: int | None
+    carrier: bool | None  # None: unreadable (the kernel refuses while the link is down)
+    speed_mbps: int | None  # None: unknown (virtual links report a fake 10000, others -1)
+    operstate: str | None
+    master: str | None  # the bridge or bond this interface is enslaved to
+    slave_kind: str | None  # "bridge" or "bond" when enslaved
+    driver: str | None
+    pci_address: str | None
+    numa_node: int | None
+    addresses: tuple[IfAddr, ...]
+
+    @property
+    def up(self) -> bool:
+        return bool(self.flags & IFF_UP)
+
+    @property
+    def running(self) -> bool:
+        return bool(self.flags & IFF_RUNNING)
+
+    @property
+    def link_local_only(self) -> bool:
+        return bool(self.addresses) and all(a.link_local for a in self.addresses)
+
+    def state(self) -> str:
+        if not self.up:
+            return "down"
+        return "up" if self.running else "no-carrier"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    family: int
+    address: str
+    bindable: bool
+
+
+@dataclass(frozen=True)
+class NetFacts:
+    interfaces: dict[str, Interface]  # in ifindex order
+    ifaddrs: tuple[IfAddr, ...]  # getifaddrs() order (AF_INET before AF_INET6 on glibc)
+    ifaddrs_source: str  # "getifaddrs", or "ip" where it had to be rebuilt from `ip -j addr`
+    default_routes: tuple[str, ...]  # interfaces holding a default route (IPv4, then IPv6)
+    hostname: str | Missing
+    hostname_addrs: tuple[Resolved, ...] | Missing
+    files: dict[str, str]  # Open MPI mca-params.conf files that exist, path -> text
+
+    def owner(self, address: str) -> str | None:
+        """The interface holding this address, if any."""
+        for a in self.ifaddrs:
+            if a.address == address:
+                return a.name
+        return None
+
+
+def _int(text: str | Missing, base: int = 10) -> int | None:
+    if isinstance(text, Missing):
+        return None
+    try:
+        return int(text.strip(), base)
+    except ValueError:
+        return None
+
+
+def _prefixlen(mask: str | None) -> int:
+    if not mask:
+        return 0
+    return bin(int(ipaddress.ip_address(mask))).count("1")
+
+
+def _linkinfo(cap: Capture) -> dict[str, dict]:
+    """`ip -j -d link` keyed by name; empty where ip is missing or says nothing useful."""
+    result = cap.command("ip-link")
+    if isinstance(result, Missing) or result.rc != 0:
+        return {}
+    try:
+        return {str(e["ifname"]): e for e in json.loads(result.stdout) if "ifname" in e}
+    except (ValueError, TypeError, KeyError):
+        return {}
+
+
+def _kind(cap: Capture, name: str, link: dict, arphrd: int | None) -> str:
+    info = link.get("linkinfo") or {}
+    kind = info.get("info_kind")
+    base = f"{ROOT}/{name}"
+    if kind == "tun":
+        mode = (info.get("info_data") or {}).get("type")
+        return "tap" if mode == "tap" else "tun"
+    if kind in NETLINK_KINDS:
+        return str(kind)
+    if arphrd == ARPHRD_LOOPBACK:
+        return "loopback"
+    if arphrd == ARPHRD_INFINIBAND:
+        return "ipoib"
+    if cap.value(f"exists:{base}/bridge") is True:
+        return "bridge"
+    if cap.value(f"exists:{base}/bonding") is True:
+        return "bond"
+    tun = _int(cap.file(f"{base}/tun_flags"), 16)
+    if tun is not None:
+        return "tap" if tun & 0x2 else "tun"
+    if isinstance(cap.link(f"{base}/device"), str):
+        return "physical"
+    return "virtual"
+
+
+def _ifaddrs(cap: Capture, links: dict[str, dict]) -> tuple[tuple[IfAddr, ...], str]:
+    raw = cap.value("getifaddrs")
+    if isinstance(raw, list):
+        return (
+            tuple(
+                IfAddr(
+                    str(e["name"]),
+                    int(e["family"]),
+                    str(e["address"]),
+                    _prefixlen(e.get("netmask")),
+                    int(e["flags"]),
+                    int(e.get("scope_id") or 0),
+                )
+                for e in raw
+                if int(e["family"]) in (AF_INET, AF_INET6)
+            ),
+            "getifaddrs",
+        )
+    # Rebuilt from `ip -j addr`: glibc lists every IPv4 address, then every IPv6 one.
+    result = cap.command("ip-addr")
+    if isinstance(result, Missing) or result.rc != 0:
+        return (), "none"
+    entries = json.loads(result.stdout)
+    out: list[IfAddr] = []
+    for family, label in ((AF_INET, "inet"), (AF_INET6, "inet6")):
+        for e in entries:
+            flags = _flag_bits(e.get("flags", []))
+            for a in e.get("addr_info", []):
+                if a.get("family") == label:
+                    scope = int(e["ifindex"]) if a.get("scope") == "link" else 0
+                    out.append(
+                        IfAddr(e["ifname"], family, a["local"], int(a["prefixlen"]), flags, scope)
+                    )
+    return tuple(out), "ip"
+
+
+def _flag_bits(names: list[str]) -> int:
+    bits = {"UP": IFF_UP, "LOOPBACK": IFF_LOOPBACK, "LOWER_UP": IFF_RUNNING}
+    return sum(bits.get(n, 0) for n in set(names))
+
+
+def _default_routes(cap: Capture) -> tuple[str, ...]:
+    out: list[str] = []
+    v4 = cap.file("/proc/net/route")
+    if isinstance(v4, str):
+        for line in v4.splitlines()[1:]:
+            cols = line.split()
+            if len(cols) > 7 and cols[1] == "00000000" and cols[7] == "00000000":
+                out.append(cols[0])
+    v6 = cap.file("/proc/net/ipv6_route")
+    if isinstance(v6, str):
+        for line in v6.splitlines():
+            cols = line.split()
+            if len(cols) == 10 and cols[0] == "0" * 32 and cols[1] == "00" and cols[9] != "lo":
+                out.append(cols[9])
+    return tuple(dict.fromkeys(out))
+
+
+def _resolved(cap: Capture) -> tuple[str | Missing, tuple[Resolved, ...] | Missing]:
+    raw = cap.value("resolve:hostname")
+    if isinstance(raw, Missing):
+        return raw, raw
+    addrs = tuple(
+        Resolved(int(a["family"]), str(a["address"]), bool(a["bindable"]))
+        for a in raw.get("addresses", [])
+    )
+    return str(raw.get("hostname", "?")), addrs
+
+
+def parse_net(cap: Capture) -> NetFacts | Missing:
+    names = cap.dir(ROOT)
+    if isinstance(names, Missing):
+        return names
+    links = _linkinfo(cap)
+    ifaddrs, source = _ifaddrs(cap, links)
+    interfaces: list[Interface] = []
+    for name in names:
+        base = f"{ROOT}/{name}"
+        link = links.get(name, {})
+        kind = _kind(cap, name, link, _int(cap.file(f"{base}/type")))
+        master = cap.link(f"{base}/master")
+        slave = (link.get("linkinfo") or {}).get("info_slave_kind")
+        if slave is None and cap.value(f"exists:{base}/brport") is True:
+            slave = "bridge"
+        if slave is None and cap.value(f"exists:{base}/bonding_slave") is True:
+            slave = "bond"
+        speed = _int(cap.file(f"{base}/speed"))
+        driver = cap.link(f"{base}/device/driver")
+        device = cap.link(f"{base}/device")
+        numa = _int(cap.file(f"{base}/device/numa_node"))
+        carrier = _int(cap.file(f"{base}/carrier"))
+        interfaces.append(
+            Interface(
+                name=name,
+                ifindex=_int(cap.file(f"{base}/ifindex")),
+                kind=kind,
+                flags=_flags(cap, base, ifaddrs, name),
+                mtu=_int(cap.file(f"{base}/mtu")),
+                carrier=None if carrier is None else carrier == 1,
+                # Only physical NICs and IPoIB report a real speed; veth/bridge/tun say 10000.
+                speed_mbps=speed
+                if speed is not None and speed > 0 and kind in ("physical", "ipoib", "bond")
+                else None,
+                operstate=_text(cap.file(f"{base}/operstate")),
+                master=master.rsplit("/", 1)[-1] if isinstance(master, str) else None,
+                slave_kind=str(slave) if slave else None,
+                driver=driver.rsplit("/", 1)[-1] if isinstance(driver, str) else None,
+                pci_address=_pci(device),
+                numa_node=numa if numa is not None and numa >= 0 else None,
+                addresses=tuple(a for a in ifaddrs if a.name == name),
+            )
+        )
+    interfaces.sort(key=lambda i: (i.ifindex is None, i.ifindex or 0, i.name))
+    hostname, resolved = _resolved(cap)
+    files = {}
+    for path in cap.paths("files", "/"):
+        text = cap.file(path)
+        if path.endswith("mca-params.conf") and isinstance(text, str):
+            files[path] = text
+    return NetFacts(
+        interfaces={i.name: i for i in interfaces},
+        ifaddrs=ifaddrs,
+        ifaddrs_source=source,
+        default_routes=_default_routes(cap),
+        hostname=hostname,
+        hostname_addrs=resolved,
+        files=files,
+    )
+
+
+def _flags(cap: Capture, base: str, ifaddrs: tuple[IfAddr, ...], name: str) -> int:
+    """Interface flags with IFF_RUNNING, which sysfs leaves out (the kernel derives it)."""
+    for a in ifaddrs:
+        if a.name == name:
+            return a.flags
+    flags = _int(cap.file(f"{base}/flags"), 16) or 0
+    if flags & IFF_UP and _text(cap.file(f"{base}/operstate")) in ("up", "unknown"):
+        flags |= IFF_RUNNING
+    return flags
+
+
+def _text(value: str | Missing) -> str | None:
+    return value.strip() if isinstance(value, str) else None
+
+
+def _pci(device: str | Missing) -> str | None:
+    """'../../../0000:3b:00.0' → '0000:3b:00.0'; virtio and other non-PCI parents give None."""
+    if not isinstance(device, str):
+        return None
+    last = device.rsplit("/", 1)[-1]
+    return last if last.count(":") == 2 and "." in last else None

@@ -1,0 +1,148 @@
+"""`doctor nics`: the per-node interface table, the cluster recommendation, eval-able exports."""
+
+from __future__ import annotations
+
+import shlex
+from collections import defaultdict
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from doctor.facts.cluster import ClusterFacts
+from doctor.facts.net import Interface
+from doctor.model import Missing
+from doctor.nic.plan import NicPlan, env_for, plan_json, plan_node
+from doctor.nodeset import compact
+
+
+def plans(cluster: ClusterFacts) -> dict[str, NicPlan | Missing]:
+    return {name: plan_node(facts) for name, facts in cluster.nodes.items()}
+
+
+def cluster_recommendation(by_node: dict[str, NicPlan | Missing]) -> dict[str, str]:
+    """One environment for every node when the interface has one name; else what can be shared.
+
+    NCCL accepts an exact list (=eth0,ens5: each node uses the name it has); Gloo, TensorPipe
+    and Open MPI need each node's own name, so those are left to the per-node recommendation.
+    """
+    names = sorted(
+        {p.recommended.name for p in by_node.values() if isinstance(p, NicPlan) and p.recommended}
+    )
+    if len(names) == 1:
+        return env_for(names[0])
+    if names:
+        return {"NCCL_SOCKET_IFNAME": "=" + ",".join(names)}
+    return {}
+
+
+def nics_section(cluster: ClusterFacts) -> dict[str, Any]:
+    """The report's "nics" section: per node what each library uses, plus the recommendation."""
+    by_node = plans(cluster)
+    return {
+        "nodes": {
+            name: plan_json(p) if isinstance(p, NicPlan) else {"error": p.reason}
+            for name, p in by_node.items()
+        },
+        "recommendation": cluster_recommendation(by_node),
+    }
+
+
+def export_lines(by_node: dict[str, NicPlan | Missing]) -> list[str]:
+    """Shell lines that set the recommendation, then the matching launcher flags as comments."""
+    env = cluster_recommendation(by_node)
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    if not env:
+        return lines
+    inline = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if not k.startswith("OMPI"))
+    lines.append(f"# torchrun: {inline} torchrun --nnodes ... train.py")
+    gloo = env.get("GLOO_SOCKET_IFNAME")
+    if gloo:
+        lines.append(f"# horovodrun --network-interfaces {gloo} ...")
+        lines.append(
+            f"# mpirun --mca btl_tcp_if_include {gloo} --mca oob_tcp_if_include {gloo} "
+            + " ".join(f"-x {k}={shlex.quote(v)}" for k, v in env.items() if "SOCKET" in k)
+            + " ..."
+        )
+    else:
+        per_node = defaultdict(list)
+        for name, p in by_node.items():
+            if isinstance(p, NicPlan) and p.recommended:
+                per_node[p.recommended.name].append(name)
+        for iface, nodes in sorted(per_node.items()):
+            lines.append(f"# on {compact(nodes)}: export GLOO_SOCKET_IFNAME={iface}")
+    return lines
+
+
+def _uses(plan: NicPlan, iface: Interface) -> list[str]:
+    uses = []
+    if plan.bootstrap.first and plan.bootstrap.first.name == iface.name:
+        uses.append("NCCL")
+    elif any(a.name == iface.name for a in plan.socket.interfaces):
+        uses.append("nccl-socket")
+    if any(b.interface == iface.name for b in plan.gloo.bindings):
+        uses.append("Gloo")
+    if iface.name in plan.mpi_btl.interfaces:
+        uses.append("MPI")
+    if plan.recommended and plan.recommended.name == iface.name:
+        uses.append("*recommended")
+    return uses
+
+
+def _speed(iface: Interface) -> str:
+    if iface.speed_mbps is None:
+        return "?"
+    return f"{iface.speed_mbps // 1000}G" if iface.speed_mbps >= 1000 else f"{iface.speed_mbps}M"
+
+
+def render_table(by_node: dict[str, NicPlan | Missing], console: Console) -> None:
+    for name, plan in by_node.items():
+        console.print(Text(name, style="bold"))
+        if isinstance(plan, Missing):
+            console.print(f"  interfaces unknown: {plan.reason}")
+            continue
+        console.print(
+            Text(f"  {'interface':<15} {'kind':<9} {'state':<10} {'mtu':>5} {'speed':>6}  "
+                 f"{'addresses':<34} used by", style="dim")
+        )
+        for iface in plan.net.interfaces.values():
+            addrs = " ".join(a.text() for a in iface.addresses) or "-"
+            kind = iface.kind + ("*" if iface.slave_kind else "")
+            console.print(
+                f"  {iface.name:<15} {kind:<9} {iface.state():<10} {iface.mtu or '?':>5} "
+                f"{_speed(iface):>6}  {addrs:<34} {' '.join(_uses(plan, iface))}",
+                markup=False,
+            )
+        first = plan.bootstrap.first
+        version = ".".join(map(str, plan.nccl_version)) if plan.nccl_version else "unknown"
+        chosen = f"{first.name}:{first.address}" if first else f"none ({plan.bootstrap.error})"
+        lines = [f"NCCL {version} bootstrap: {chosen}  [{plan.bootstrap.rule}]"]
+        if plan.library is not None:
+            mark = "agrees" if chosen.startswith(f"{plan.library.interface}:") else "DIFFERS"
+            lines.append(
+                f"libnccl says: {plan.library.interface}:{plan.library.address} ({mark})"
+            )
+        if plan.socket.interfaces:
+            lines.append(
+                "NET/Socket: " + " ".join(f"{a.name}:{a.address}" for a in plan.socket.interfaces)
+            )
+        if plan.ib is not None:
+            ports = " ".join(f"{p.hca}:{p.port}/{p.transport}" for p in plan.ib.ports)
+            lines.append(
+                f"NET: {'IB' if plan.ib.usable else 'Socket'} ({plan.ib.reason}) {ports}".rstrip()
+            )
+        for label, choice in (("Gloo", plan.gloo), ("TensorPipe", plan.tp)):
+            b = choice.bindings[0] if choice.bindings else None
+            lines.append(
+                f"{label}: {b.interface if b else '?'}:{b.address if b else '?'}  [{choice.rule}]"
+            )
+        for c in (plan.mpi_btl, plan.mpi_oob):
+            lines.append(f"Open MPI {c.parameter}: {', '.join(c.interfaces) or 'none'}  [{c.rule}]")
+        for line in lines:
+            console.print(f"  {line}", markup=False)
+    rec = cluster_recommendation(by_node)
+    console.print(Text("\nRecommendation", style="bold underline"))
+    if not rec:
+        console.print("  no interface with a routable address was found", markup=False)
+    for line in export_lines(by_node):
+        console.print(f"  {line}", markup=False)

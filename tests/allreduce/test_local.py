@@ -1,0 +1,142 @@
+"""Real Gloo ranks on this machine over loopback: phases, verification, deadlines, Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from doctor.allreduce.launch import LocalLauncher
+from doctor.allreduce.plan import Deadlines, Plan, Rank
+from doctor.allreduce.run import run_plan
+from doctor.allreduce.stage import Request, run_stage
+from doctor.inventory import Node
+
+SIZES = (1024, 4096, 65536)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def local_plan(n: int, **kw: object) -> Plan:
+    ranks = tuple(Rank(i, Node(f"node{i + 1}")) for i in range(n))
+    return Plan(
+        ranks=ranks,
+        port=free_port(),
+        python=sys.executable,
+        sizes=SIZES,
+        link_bytes=65536,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead; only its parent has not reaped it yet.
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+class DelayedLauncher:
+    """Holds one node's rank in a shell that sleeps (a hung node), recording the pids it made."""
+
+    def __init__(self, slow: str, pidfile: Path) -> None:
+        self.slow, self.pidfile = slow, pidfile
+
+    def wrap(self, node: Node, argv: list[str]) -> list[str]:
+        if node.name != self.slow:
+            return argv
+        script = (
+            f'echo $$ > {self.pidfile}; sleep 60 & echo $! >> {self.pidfile}; wait $!; exec "$@"'
+        )
+        return ["sh", "-c", script, "sh", *argv]
+
+
+def test_two_ranks_verify_exactly_and_sweep() -> None:
+    run = run_plan(local_plan(2), LocalLauncher())
+    assert run.status == "passed", run.headline()
+    assert run.verified
+    assert [r.phase for r in run.ranks] == ["done", "done"]
+    assert all(r.verify["elems"] == 1 << 16 and r.verify["wrong"] == 0 for r in run.ranks)
+    rows = run.sweep_rows()
+    assert [r["bytes"] for r in rows] == list(SIZES)
+    for row in rows:
+        assert row["time_s"] > 0
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])  # 2(n-1)/n = 1 for n = 2
+    doc = run.to_json()
+    assert doc["status"] == "passed" and doc["verified"] is True
+    assert {r["phase"] for r in doc["ranks"]} == {"done"}
+    assert not any(alive(r.pid) for r in run.ranks if r.pid)
+
+
+def test_a_hung_node_is_killed_at_its_deadline_and_named(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    plan = local_plan(3, deadlines=Deadlines(launch=3, rendezvous=3, init=3, settle=1))
+    started = time.monotonic()
+    run = run_plan(plan, DelayedLauncher("node2", pidfile))
+    took = time.monotonic() - started
+    assert run.status in ("timeout", "failed")
+    assert took < 3 + 3 + 2 + 4  # launch deadline + grace, with room for a slow machine
+    assert [r.rank for r in run.behind()] == [1]
+    assert run.sentence(run.ranks[1]).startswith("rank 1 (node2) never started")
+    assert run.ranks[0].phase in ("rendezvous", "init")
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 2
+    assert not any(alive(p) for p in pids), "the hung node's shell or its sleep survived"
+    assert not any(alive(r.pid) for r in run.ranks if r.pid)
+
+
+def test_ctrl_c_kills_every_rank_and_says_where_each_was(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    plan = local_plan(3, deadlines=Deadlines(launch=60, rendezvous=60, init=60))
+    timer = threading.Timer(6.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        run = run_plan(plan, DelayedLauncher("node3", pidfile))
+    finally:
+        timer.cancel()
+    assert run.status == "interrupted"
+    assert [r.phase for r in run.ranks[:2]] == ["init", "init"], run.to_json()["ranks"]
+    assert run.headline() == "as configured: interrupted: rank 2 (node3) never started"
+    pids = [int(p) for p in pidfile.read_text().split()] + [r.pid for r in run.ranks if r.pid]
+    assert len(pids) == 4
+    assert not any(alive(p) for p in pids)
+
+
+def test_a_taken_port_stops_the_stage_before_any_rank_starts() -> None:
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        request = Request(
+            nodes=(Node("node1"), Node("node2")), port=port, python=sys.executable, sizes=SIZES
+        )
+        stage = run_stage(request, LocalLauncher())
+    assert stage.runs == []
+    (finding,) = stage.findings
+    assert finding.code == "allreduce.not_started"
+    assert f"port {port} is already in use on node1" in finding.summary
+    assert stage.section()["status"] == "not_started"
+
+
+def test_a_node_without_torch_never_starts() -> None:
+    class NoSitePackages:
+        def wrap(self, node: Node, argv: list[str]) -> list[str]:
+            return [argv[0], "-S", *argv[1:]] if node.name == "node2" else argv
+
+    run = run_plan(local_plan(2, deadlines=Deadlines(rendezvous=5, settle=0.5)), NoSitePackages())
+    assert run.status == "failed"
+    assert run.sentence(run.ranks[1]).startswith(
+        "rank 1 (node2) never started: torch is not importable: ModuleNotFoundError"
+    )

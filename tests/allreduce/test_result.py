@@ -1,0 +1,109 @@
+"""Folding worker lines into rank states, and judging a run: pure, no processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.allreduce.plan import Plan, Rank
+from doctor.allreduce.result import RankState, RunResult
+from doctor.inventory import Node
+
+
+def plan(n: int) -> Plan:
+    return Plan(ranks=tuple(Rank(i, Node(f"node{i + 1}")) for i in range(n)), port=29500)
+
+
+def state(rank: int, *events: dict[str, object]) -> RankState:
+    s = RankState(rank, f"node{rank + 1}")
+    for at, event in enumerate(events):
+        s.apply(event, float(at))
+    return s
+
+
+def phases(*names: str) -> list[dict[str, object]]:
+    return [{"ev": "phase", "phase": p} for p in names]
+
+
+def test_phase_lines_fold_into_the_last_phase_and_the_launch_details() -> None:
+    s = state(
+        0,
+        {"ev": "phase", "phase": "launch", "host": "node1", "pid": 42, "env": {"A": "1"}},
+        *phases("rendezvous", "init"),
+        {"ev": "fail", "phase": "init", "error": "RuntimeError: boom"},
+    )
+    assert (s.phase, s.host, s.pid, s.env) == ("init", "node1", 42, {"A": "1"})
+    assert s.failed and s.failed_phase == "init" and not s.done
+
+
+def test_unknown_phase_names_are_ignored() -> None:
+    s = state(0, *phases("launch", "warp-drive"))
+    assert s.phase == "launch"
+
+
+def test_the_rank_that_got_least_far_is_named_with_the_rendezvous() -> None:
+    ranks = [
+        state(0, *phases("launch", "rendezvous", "init")),
+        state(1, *phases("launch", "rendezvous", "init")),
+        state(2, *phases("launch", "rendezvous")),
+    ]
+    run = RunResult("as configured", plan(3), "timeout", ranks, 9.0)
+    assert [r.rank for r in run.behind()] == [2]
+    assert run.headline() == (
+        "as configured: timeout: rank 2 (node3) never joined the rendezvous at node1:29500"
+    )
+
+
+def test_a_rank_that_never_printed_is_reported_with_its_exit_and_stderr() -> None:
+    silent = RankState(1, "node2", exit_code=127, stderr="sh: python9: not found\n")
+    run = RunResult("as configured", plan(2), "failed", [state(0, *phases("launch")), silent], 1)
+    assert (
+        run.sentence(silent)
+        == "rank 1 (node2) never started: exit status 127, sh: python9: not found"
+    )
+
+
+def sweep_state(rank: int, rows: list[tuple[int, float]]) -> RankState:
+    return state(rank, *({"ev": "sweep", "bytes": b, "time_s": t} for b, t in rows))
+
+
+def test_sweep_rows_use_the_slowest_rank_and_nccl_tests_bus_bandwidth() -> None:
+    ranks = [
+        sweep_state(0, [(1 << 20, 0.001), (4 << 20, 0.004)]),
+        sweep_state(1, [(1 << 20, 0.002), (4 << 20, 0.004)]),
+        sweep_state(2, [(1 << 20, 0.001), (4 << 20, 0.008)]),
+        sweep_state(3, [(1 << 20, 0.001)]),  # never finished 4 MiB: that size is dropped
+    ]
+    rows = RunResult("r", plan(4), "passed", ranks, 1).sweep_rows()
+    assert [r["bytes"] for r in rows] == [1 << 20]
+    (row,) = rows
+    assert row["slowest_rank"] == 1 and row["time_s"] == 0.002
+    assert row["algbw_gbps"] == pytest.approx((1 << 20) / 0.002 / 1e9)
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * 3 / 4)
+
+
+def links(n: int, slow: dict[tuple[int, int], float]) -> list[RankState]:
+    """Ring links both ways; every link takes 1 ms unless ``slow`` says otherwise."""
+    ranks = []
+    for dst in range(n):
+        events = []
+        for src in ((dst - 1) % n, (dst + 1) % n):
+            t = slow.get((src, dst), 0.001)
+            events.append({"ev": "link", "src": src, "dst": dst, "bytes": 1 << 20, "time_s": t})
+        ranks.append(state(dst, *events))
+    return ranks
+
+
+def test_a_node_shaped_both_ways_is_named() -> None:
+    slow = {(2, 0): 1.0, (2, 1): 1.0, (0, 2): 1.0, (1, 2): 1.0}
+    found = RunResult("r", plan(3), "passed", links(3, slow), 1).slow_node()
+    assert found is not None and found[0] == "node3"
+
+
+def test_a_node_shaped_only_on_egress_is_named() -> None:
+    found = RunResult("r", plan(3), "passed", links(3, {(2, 0): 1.0, (2, 1): 1.0}), 1).slow_node()
+    assert found is not None and found[0] == "node3"
+
+
+def test_even_links_or_two_nodes_name_nobody() -> None:
+    assert RunResult("r", plan(3), "passed", links(3, {}), 1).slow_node() is None
+    assert RunResult("r", plan(2), "passed", links(2, {(1, 0): 1.0}), 1).slow_node() is None

@@ -1,0 +1,57 @@
+"""The worker as shipped: Python 3.8 syntax, stdlib + torch only, and its lifeline."""
+
+from __future__ import annotations
+
+import ast
+import json
+import queue
+import subprocess
+import sys
+import time
+
+from doctor.allreduce.launch import Event, start, worker_argv, worker_source
+from doctor.allreduce.plan import Plan, Rank
+from doctor.inventory import Node
+
+
+def test_worker_is_python_3_8_and_imports_only_stdlib_and_torch() -> None:
+    tree = ast.parse(worker_source(), feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names}
+    assert third_party == {"torch"}
+
+
+def test_closing_the_lifeline_kills_a_worker_stuck_in_rendezvous() -> None:
+    # A lone rank 1 waits for a rendezvous server that never comes, as on a dead first node.
+    plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
+    spec = plan.worker_spec(plan.ranks[1])
+    source = worker_source()
+    events: queue.Queue[Event] = queue.Queue()
+    worker = start(1, worker_argv(sys.executable, source, spec), source, events)
+    assert not isinstance(worker, str)
+    try:
+        seen = []
+        while "rendezvous" not in seen:
+            event = events.get(timeout=30)
+            assert event.data is not None, worker.stderr_text()
+            seen.append(event.data.get("phase"))
+        assert worker.proc.stdin is not None
+        worker.proc.stdin.close()  # what a dropped SSH channel does to a remote worker
+        started = time.monotonic()
+        assert worker.proc.wait(timeout=10) == -9
+        assert time.monotonic() - started < 5
+    finally:
+        worker.kill()
+
+
+def test_address_mode_reports_the_interface_address_and_port() -> None:
+    source = worker_source()
+    argv = worker_argv(sys.executable, source, {"mode": "address", "iface": "lo", "port": 0})
+    done = subprocess.run(argv, input=source, capture_output=True, timeout=30, check=True)
+    line = json.loads(done.stdout)
+    assert (line["ev"], line["addr"], line["port_free"]) == ("address", "127.0.0.1", True)

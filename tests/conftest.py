@@ -1,0 +1,46 @@
+"""Shared fixtures. Tests that need root and network namespaces fail (never skip) without them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from doctor.collect import probe_argv, probe_source
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_probe(
+    spec: dict[str, Any] | None = None,
+    *,
+    prefix: list[str] | None = None,
+    python: str = sys.executable,
+    flags: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> dict[str, Any]:
+    """Run the real probe the way nodes run it: its source on stdin of ``python -``."""
+    spec = {"deadline": 20.0, **(spec or {})}
+    interpreter, *rest = probe_argv(python, spec)
+    proc = subprocess.run(
+        [*(prefix or []), interpreter, *flags, *rest],
+        input=probe_source(),
+        capture_output=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    raw: dict[str, Any] = json.loads(proc.stdout)
+    return raw
+
+
+@pytest.fixture(scope="session")
+def local_raw() -> dict[str, Any]:
+    """One real capture of this machine, shared by the tests that only read it."""
+    return run_probe()

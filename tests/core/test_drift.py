@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import dataclasses
+
+from doctor.drift import drift_findings
+from doctor.facts.node import NodeFacts
+from doctor.model import Missing
+from tests.core.factories import cluster, node
+
+
+def kernel(facts: NodeFacts) -> str | Missing:
+    return facts.system.kernel if not isinstance(facts.system, Missing) else facts.system
+
+
+def with_kernel(name: str, version: str) -> NodeFacts:
+    base = node(name)
+    assert not isinstance(base.system, Missing)
+    return dataclasses.replace(base, system=dataclasses.replace(base.system, kernel=version))
+
+
+def test_minority_is_named_against_the_majority() -> None:
+    c = cluster(
+        with_kernel("node1", "6.1"), with_kernel("node2", "6.1"), with_kernel("node3", "5.15")
+    )
+    [f] = drift_findings(c, kernel, code="t.kernel", what="kernel")
+    assert f.nodes == ("node3",)
+    assert "5.15 instead of 6.1" in f.summary
+    assert "the majority: node[1-2]" in f.evidence[1]
+
+
+def test_baseline_wins_over_majority() -> None:
+    c = cluster(
+        with_kernel("node1", "6.1"),
+        with_kernel("node2", "6.1"),
+        with_kernel("node3", "5.15"),
+        baseline=with_kernel("golden", "5.15"),
+    )
+    [f] = drift_findings(c, kernel, code="t.kernel", what="kernel")
+    assert f.nodes == ("node1", "node2") and "the baseline" in f.evidence[1]
+
+
+def test_missing_values_are_left_out_not_counted() -> None:
+    c = cluster(with_kernel("a", "6.1"), node("b", system=Missing("x")))
+    assert list(drift_findings(c, kernel, code="t.kernel", what="kernel")) == []
