@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -15,6 +16,7 @@ from rich.console import Console
 
 from doctor import __version__
 from doctor.allreduce.command import attach, build_request
+from doctor.allreduce.launch import Launcher as RankLauncher
 from doctor.allreduce.launch import LocalLauncher
 from doctor.allreduce.render import render_allreduce
 from doctor.allreduce.stage import run_stage
@@ -33,7 +35,7 @@ from doctor.render.terminal import render_text
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
 from doctor.transport.local import LocalTransport
-from doctor.transport.srun import in_allocation
+from doctor.transport.srun import SrunLauncher, in_allocation
 from doctor.transport.srun import slurm_nodes as slurm_nodes_of
 
 app = typer.Typer(
@@ -184,9 +186,11 @@ def preflight(
     if local and srun:
         raise UsageError("--local checks only this node: drop --launcher srun/--slurm-nodes")
     spec = probe_spec(specs, deadline=deadline, torch=torch)
+    ranks: RankLauncher = LocalLauncher()
     if not local and (srun or (launcher is Launcher.auto and in_allocation(os.environ))):
         nodes, transport = slurm_nodes_of(slurm_nodes, partition, os.environ)
         results = gather(nodes, transport, spec)
+        ranks = SrunLauncher(os.environ)
     else:
         nodes = [local_node()]
         results = gather(nodes, LocalTransport(), spec)
@@ -195,7 +199,18 @@ def preflight(
     report.sections["nics"] = nics_section(cluster)
     if run_allreduce:
         return _allreduce_stage(
-            report, nodes, backend, port, python, "1K..64M", [], None, fmt, json_file, fail_on
+            report,
+            nodes,
+            backend,
+            port,
+            python,
+            "1K..64M",
+            [],
+            None,
+            fmt,
+            json_file,
+            fail_on,
+            ranks,
         )
     return _emit(report, fmt, json_file, fail_on)
 
@@ -212,6 +227,7 @@ def _allreduce_stage(
     fmt: Format,
     json_file: Path | None,
     fail_on: str,
+    launcher: RankLauncher | None = None,
 ) -> int:
     request = build_request(
         nodes,
@@ -223,7 +239,10 @@ def _allreduce_stage(
         recommend=recommend,
         iface=iface,
     )
-    stage = run_stage(request, LocalLauncher())
+    launcher = launcher or LocalLauncher()
+    # Through srun: leaving the block scancels the ranks' steps, whatever happened.
+    with launcher if isinstance(launcher, SrunLauncher) else contextlib.nullcontext():
+        stage = run_stage(request, launcher)
     attach(report, stage)
     code = _emit(report, fmt, json_file, fail_on)
     return EXIT_INTERRUPTED if stage.interrupted else code
@@ -268,7 +287,9 @@ def nics(
     """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
     _severity(fail_on)
     specs = _checks(["nics", "rdma", "limits.memlock"], None)
-    cluster = to_cluster(gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline)))
+    cluster = to_cluster(
+        gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline))
+    )
     if export:
         lines = export_lines(plans(cluster))
         if not lines:

@@ -166,6 +166,31 @@ def partition_nodes(partition: str, env: Mapping[str, str]) -> dict[str, str]:
     return states
 
 
+def job_name() -> str:
+    """A name unique to one doctor run: what scancel finds its steps (or jobs) by."""
+    return f"cluster-doctor-{uuid.uuid4().hex[:12]}"
+
+
+def step_options(
+    env: Mapping[str, str], name: str, timeout: float, partition: str | None = None
+) -> list[str]:
+    """srun options shared by every doctor step: named, never killed as a whole for one task."""
+    options = ["--kill-on-bad-exit=0", f"--job-name={name}"]
+    if in_allocation(env):
+        # Share the allocation with a running training step instead of waiting behind it.
+        options.append("--overlap")
+    else:
+        # A new allocation: give up if the nodes are not free now, never wait in the queue;
+        # a few minutes is plenty for the doctor, and sites often require a time limit.
+        options += [
+            f"--immediate={max(1, int(timeout))}",
+            f"--time={max(1, int(timeout) // 60 + 1)}",
+        ]
+    if partition:
+        options.append(f"--partition={partition}")
+    return options
+
+
 class SrunTransport:
     """Runs one command on many nodes at once as a single srun step."""
 
@@ -182,29 +207,19 @@ class SrunTransport:
         self.down: dict[str, NodeFailure] = {}  # nodes known unusable before launch
 
     def argv(self, names: Sequence[str], command: Sequence[str], timeout: float) -> list[str]:
-        inside = in_allocation(self.env)
-        argv = [
+        return [
             _slurm_tool("srun"),
             f"--nodes={len(names)}",
             f"--ntasks={len(names)}",
             "--ntasks-per-node=1",
             f"--nodelist={','.join(names)}",
             "--input=all",
-            "--kill-on-bad-exit=0",
-            "--no-kill",
-            f"--job-name=cluster-doctor-{uuid.uuid4().hex[:12]}",
+            *step_options(self.env, job_name(), timeout, self.partition),
+            "python3",
+            "-c",
+            task_source(),
+            *command,
         ]
-        if inside:
-            # Share the allocation with a running training step instead of waiting behind it.
-            argv.append("--overlap")
-        else:
-            # A new allocation: give up if the nodes are not free now, never wait in the queue.
-            argv.append(f"--immediate={max(1, int(timeout))}")
-            # A few minutes is plenty for the doctor; sites often require a time limit.
-            argv.append(f"--time={max(1, int(timeout) // 60 + 1)}")
-        if self.partition:
-            argv.append(f"--partition={self.partition}")
-        return [*argv, "python3", "-c", task_source(), *command]
 
     def execute_all(
         self, nodes: Sequence[Node], argv: list[str], stdin: bytes, timeout: float
@@ -262,7 +277,7 @@ class SrunTransport:
     ) -> tuple[dict[str, ExecResult | str], str, bool]:
         """One srun step over ``names``: the framed answers, srun's stderr, whether it timed out."""
         srun = self.argv(names, argv, timeout)
-        job_name = next(a for a in srun if a.startswith("--job-name=")).split("=", 1)[1]
+        name = next(a for a in srun if a.startswith("--job-name=")).split("=", 1)[1]
         proc = subprocess.Popen(
             srun,
             stdin=subprocess.PIPE,
@@ -276,41 +291,75 @@ class SrunTransport:
             out, err = proc.communicate(stdin, timeout=max(0.1, timeout))
         except subprocess.TimeoutExpired:
             timed_out = True
-            self._cancel(job_name, proc)
+            self._cancel(name, proc)
             out, err = proc.communicate()
         except BaseException:
-            self._cancel(job_name, proc)
+            self._cancel(name, proc)
             proc.communicate()
             raise
         return split_frames(out), err.decode("utf-8", "replace"), timed_out
 
-    def _cancel(self, job_name: str, proc: subprocess.Popen[bytes]) -> None:
+    def _cancel(self, name: str, proc: subprocess.Popen[bytes]) -> None:
         """scancel our step (inside an allocation) or our job (srun made it), then end srun."""
-        job = self.env.get("SLURM_JOB_ID") if in_allocation(self.env) else None
-        ids = _step_ids(job_name, job, self.env)
-        if ids:
-            subprocess.run(
-                [_slurm_tool("scancel"), *ids], env=self.env, capture_output=True, timeout=30
-            )
+        cancel(name, self.env)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=CANCEL_GRACE)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _step_ids(job_name: str, job: str | None, env: Mapping[str, str]) -> list[str]:
+class SrunLauncher:
+    """Allreduce ranks through srun: each rank a one-task step on its node, cancelled on close.
+
+    Used as ``with SrunLauncher(env) as launcher``: leaving the block scancels every step (or job)
+    the ranks ran in, since killing an srun alone leaves its tasks running on the node.
+    """
+
+    def __init__(self, env: Mapping[str, str], timeout: float = 60.0) -> None:
+        self.env = dict(env)
+        self.name = job_name()
+        self.timeout = timeout
+
+    def wrap(self, node: Node, argv: list[str]) -> list[str]:
+        return [
+            _slurm_tool("srun"),
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={node.name}",
+            *step_options(self.env, self.name, self.timeout),
+            *argv,
+        ]
+
+    def __enter__(self) -> SrunLauncher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        cancel(self.name, self.env)
+
+
+def cancel(name: str, env: Mapping[str, str]) -> None:
+    """scancel every step (inside an allocation) or job of ours, found by its name."""
+    job = env.get("SLURM_JOB_ID") if in_allocation(env) else None
+    ids = _step_ids(name, job, env)
+    if ids:
+        subprocess.run(
+            [_slurm_tool("scancel"), *ids], env=dict(env), capture_output=True, timeout=30
+        )
+
+
+def _step_ids(name: str, job: str | None, env: Mapping[str, str]) -> list[str]:
     """Ids to scancel: our step within the user's job, or the whole job srun created for us."""
     if job:
         argv = ["squeue", "-h", "-s", "-j", job, "-o", "%i %j"]
     else:
-        argv = ["squeue", "-h", "-n", job_name, "-o", "%i %j"]
+        argv = ["squeue", "-h", "-n", name, "-o", "%i %j"]
     proc = subprocess.run(
         [_slurm_tool(argv[0]), *argv[1:]], env=dict(env), capture_output=True, text=True, timeout=30
     )
     ids = []
     for line in proc.stdout.splitlines():
-        ident, _, name = line.strip().partition(" ")
-        if name == job_name:
+        ident, _, step_name = line.strip().partition(" ")
+        if step_name == name:
             ids.append(ident)
     return ids
 

@@ -43,8 +43,10 @@ def preflight_in_allocation(
     return json.loads(proc.stdout), proc.stderr, elapsed
 
 
-def test_srun_collects_three_different_nodes(slurm: Slurm) -> None:
-    report, err, _ = preflight_in_allocation(slurm, "--launcher", "srun")
+def test_srun_collects_three_different_nodes_and_runs_the_allreduce(slurm: Slurm) -> None:
+    report, err, _ = preflight_in_allocation(
+        slurm, "--launcher", "srun", "--python", sys.executable, "--backend", "gloo"
+    )
     nodes = report["nodes"]
     assert sorted(nodes) == ["node1", "node2", "node3"], err
     assert all(n["status"] == "ok" for n in nodes.values()), nodes
@@ -59,11 +61,17 @@ def test_srun_collects_three_different_nodes(slurm: Slurm) -> None:
     # The planted problem shows on node3 only, and fails the run.
     shm = [f for f in report["findings"] if f["code"] == "shm.too_small"]
     assert [f["nodes"] for f in shm] == [["node3"]]
-    assert not slurm.leftovers()
+    # The Gloo allreduce ran one rank per node through srun and got the exact sum.
+    allreduce = report["allreduce"]
+    assert (allreduce["backend"], allreduce["world_size"]) == ("gloo", 3), allreduce
+    assert allreduce["status"] == "passed" and allreduce["verified"], allreduce
+    hosts = {r["host"] for r in allreduce["runs"][0]["ranks"]}
+    assert hosts == {"node1", "node2", "node3"}, allreduce["runs"][0]["ranks"]
+    assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
 
 
 def test_auto_uses_srun_inside_an_allocation(slurm: Slurm) -> None:
-    report, err, _ = preflight_in_allocation(slurm)
+    report, err, _ = preflight_in_allocation(slurm, "--no-allreduce")
     assert sorted(report["nodes"]) == ["node1", "node2", "node3"], err
 
 
@@ -71,7 +79,7 @@ def test_stopped_slurmd_is_reported_within_the_deadline(slurm: Slurm) -> None:
     node3 = next(n for n in slurm.nodes if n.name == "node3")
     slurm.stop_slurmd("node3")
     try:
-        report, err, elapsed = preflight_in_allocation(slurm, "--deadline", "5")
+        report, err, elapsed = preflight_in_allocation(slurm, "--deadline", "5", "--no-allreduce")
     finally:
         slurm.start_slurmd(node3)
         slurm.wait_idle(["node3"], timeout=60)
@@ -183,7 +191,7 @@ def test_each_capture_comes_from_its_own_node_address(slurm: Slurm) -> None:
 
 def test_partition_reaches_every_node_of_it(slurm: Slurm) -> None:
     proc = slurm.client(
-        [DOCTOR, "preflight", "-f", "json", "--partition", "test", "--deadline", "10"], timeout=60
+        [DOCTOR, "preflight", "-f", "json", "--partition", "test", "--no-allreduce"], timeout=60
     )
     report = json.loads(proc.stdout)
     assert {n: v["status"] for n, v in report["nodes"].items()} == dict.fromkeys(
