@@ -11,18 +11,15 @@ import time
 import pytest
 
 from doctor.capture import Capture
-from doctor.collect import gather, probe_spec
-from doctor.transport.srun import CANCEL_GRACE, slurm_nodes
+from doctor.collect import TRANSPORT_GRACE, gather, probe_spec
+from doctor.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
 from tests.cluster.slurm import Slurm
 from tests.slurm.conftest import DOCTOR
 
 pytestmark = pytest.mark.cluster
 
 
-def preflight_in_allocation(
-    slurm: Slurm, *args: str, timeout: float = 90
-) -> tuple[dict, str, float]:
-    started = time.monotonic()
+def preflight_in_allocation(slurm: Slurm, *args: str, timeout: float = 180) -> tuple[dict, str]:
     proc = slurm.client(
         [
             "salloc",
@@ -38,13 +35,12 @@ def preflight_in_allocation(
         ],
         timeout=timeout,
     )
-    elapsed = time.monotonic() - started
     assert proc.stdout.strip().startswith("{"), proc.stderr
-    return json.loads(proc.stdout), proc.stderr, elapsed
+    return json.loads(proc.stdout), proc.stderr
 
 
 def test_srun_collects_three_different_nodes_and_runs_the_allreduce(slurm: Slurm) -> None:
-    report, err, _ = preflight_in_allocation(
+    report, err = preflight_in_allocation(
         slurm, "--launcher", "srun", "--python", sys.executable, "--backend", "gloo"
     )
     nodes = report["nodes"]
@@ -71,28 +67,63 @@ def test_srun_collects_three_different_nodes_and_runs_the_allreduce(slurm: Slurm
 
 
 def test_auto_uses_srun_inside_an_allocation(slurm: Slurm) -> None:
-    report, err, _ = preflight_in_allocation(slurm, "--no-allreduce")
+    report, err = preflight_in_allocation(slurm, "--no-allreduce")
     assert sorted(report["nodes"]) == ["node1", "node2", "node3"], err
+
+
+# Run by salloc: time the transport alone (no CLI start-up), then run the CLI, in one allocation
+# (a second one would wait: the first job stays completing on the node whose slurmd is dead).
+TIMED = """
+import json, os, subprocess, sys, time
+from doctor.collect import gather, probe_spec
+from doctor.transport.srun import slurm_nodes
+nodes, transport = slurm_nodes(None, None, os.environ)
+started = time.monotonic()
+results = gather(nodes, transport, probe_spec([], deadline=5))
+elapsed = time.monotonic() - started
+cli = [sys.argv[1], "preflight", "-f", "json", "--deadline", "5", "--no-allreduce"]
+report = json.loads(subprocess.run(cli, capture_output=True, text=True).stdout)
+codes = {n: getattr(r, "code", "ok") for n, r in results.items()}
+print(json.dumps({"elapsed": elapsed, "codes": codes, "report": report}))
+"""
 
 
 def test_stopped_slurmd_is_reported_within_the_deadline(slurm: Slurm) -> None:
     node3 = next(n for n in slurm.nodes if n.name == "node3")
     slurm.stop_slurmd("node3")
     try:
-        report, err, elapsed = preflight_in_allocation(slurm, "--deadline", "5", "--no-allreduce")
+        proc = slurm.client(
+            [
+                "salloc",
+                "-N3",
+                "-w",
+                "node[1-3]",
+                "--immediate=20",
+                sys.executable,
+                "-c",
+                TIMED,
+                DOCTOR,
+            ],
+            timeout=180,
+        )
     finally:
         slurm.start_slurmd(node3)
         slurm.wait_idle(["node3"], timeout=60)
-    nodes = report["nodes"]
-    assert nodes["node1"]["status"] == nodes["node2"]["status"] == "ok", err
+    got = json.loads(proc.stdout)
+    assert got["codes"] == {"node1": "ok", "node2": "ok", "node3": "node.launch_failed"}, (
+        proc.stderr
+    )
+    # Within the doctor's own deadline (5 s probe + grace + srun's launch), not SLURM's 30 s
+    # SlurmdTimeout after which the controller would mark the node down.
+    assert got["elapsed"] < 5 + TRANSPORT_GRACE + LAUNCH_GRACE, got["elapsed"]
+    nodes = got["report"]["nodes"]
+    assert nodes["node1"]["status"] == nodes["node2"]["status"] == "ok"
     failure = nodes["node3"]["failure"]
     assert failure["code"] == "node.launch_failed", failure
     assert "node3" in failure["summary"]
     assert "failed on node node3" in failure["detail"]  # what srun said about it
-    codes = {f["code"] for f in report["findings"] if f["nodes"] == ["node3"]}
+    codes = {f["code"] for f in got["report"]["findings"] if f["nodes"] == ["node3"]}
     assert failure["code"] in codes
-    # The doctor's own deadline (5 s probe + srun launch grace), not SLURM's 30 s node timeout.
-    assert elapsed < 5 + 10 + 10, elapsed
 
 
 def wait_until(done, timeout: float = 15) -> bool:
@@ -197,3 +228,17 @@ def test_partition_reaches_every_node_of_it(slurm: Slurm) -> None:
     assert {n: v["status"] for n, v in report["nodes"].items()} == dict.fromkeys(
         ["node1", "node2", "node3"], "ok"
     ), proc.stderr
+
+
+def test_auto_uses_srun_in_an_sbatch_script(slurm: Slurm, tmp_path) -> None:
+    # The batch script runs on the allocation's first node; the doctor reaches all three from it.
+    out = tmp_path / "report.json"
+    script = f"{DOCTOR} preflight -f json --no-allreduce > {out}"
+    submit = slurm.client(["sbatch", "-N3", "-w", "node[1-3]", "-o", "/dev/null", "--wrap", script])
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.split()[-1]
+    assert wait_until(lambda: not slurm.client(["squeue", "-h", "-j", job]).stdout.strip(), 60)
+    report = json.loads(out.read_text())
+    assert {n: v["status"] for n, v in report["nodes"].items()} == dict.fromkeys(
+        ["node1", "node2", "node3"], "ok"
+    )
