@@ -2,8 +2,8 @@
 
 At hundreds of nodes the scheduler is the way in: one ``srun --nodes=N --ntasks-per-node=1``
 instead of N SSH sessions. Every task runs ``srun_task.py`` (sent as ``python3 -c``), which runs the
-command with the probe source that srun broadcasts to every task (``--input=all``; by default
-only task 0 gets stdin) and answers in framed lines that survive srun's interleaving.
+command with the probe source that srun broadcasts to every task (``--input=all``, explicit
+rather than left to defaults) and answers in framed lines that survive srun's interleaving.
 
 A node with no complete answer is a NodeFailure naming what srun said about it; on timeout or
 Ctrl-C the step is cancelled with ``scancel`` and srun is killed, so nothing is left running.
@@ -37,8 +37,9 @@ from doctor.transport.srun_task import TAG
 LAUNCH_GRACE = 10.0
 # Seconds to wait for srun to go after scancel, before it is killed.
 CANCEL_GRACE = 5.0
-# Node states in which a step can start on the node (sinfo's compact %t, with flags stripped).
-USABLE_STATES = {"idle", "mix", "alloc", "comp", "resv", "plnd"}
+# Node states in which a new allocation can get the node now (sinfo's %t, flags stripped);
+# --immediate would fail the whole step on any other, so those are reported, not probed.
+USABLE_STATES = {"idle", "mix"}
 
 
 def task_source() -> str:
@@ -377,7 +378,7 @@ def slurm_nodes(
         for name, state in states.items():
             if state not in USABLE_STATES:
                 transport.down[name] = NodeFailure(
-                    name, "node.launch_failed", f"SLURM reports {name} {state}: not probed"
+                    name, "node.launch_failed", f"SLURM reports {name} {state}: not probed now"
                 )
     elif env.get("SLURM_JOB_NODELIST"):
         names = expand_hostlist(env["SLURM_JOB_NODELIST"], env)

@@ -18,15 +18,14 @@ from tests.slurm.conftest import DOCTOR
 
 pytestmark = pytest.mark.cluster
 
+# An allocation of the three test nodes, given at once or not at all.
+SALLOC = ["salloc", "-N3", "-w", "node[1-3]", "--immediate=20"]
+
 
 def preflight_in_allocation(slurm: Slurm, *args: str, timeout: float = 180) -> tuple[dict, str]:
     proc = slurm.client(
         [
-            "salloc",
-            "-N3",
-            "-w",
-            "node[1-3]",
-            "--immediate=20",
+            *SALLOC,
             DOCTOR,
             "preflight",
             "-f",
@@ -94,11 +93,7 @@ def test_stopped_slurmd_is_reported_within_the_deadline(slurm: Slurm) -> None:
     try:
         proc = slurm.client(
             [
-                "salloc",
-                "-N3",
-                "-w",
-                "node[1-3]",
-                "--immediate=20",
+                *SALLOC,
                 sys.executable,
                 "-c",
                 TIMED,
@@ -165,7 +160,7 @@ except KeyboardInterrupt:
 
 def test_ctrl_c_cancels_the_step_inside_an_allocation(slurm: Slurm) -> None:
     proc = subprocess.Popen(
-        ["salloc", "-N3", "-w", "node[1-3]", "--immediate=20", sys.executable, "-c", CTRL_C],
+        [*SALLOC, sys.executable, "-c", CTRL_C],
         env=slurm.env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -220,14 +215,21 @@ def test_each_capture_comes_from_its_own_node_address(slurm: Slurm) -> None:
         assert len(local_addresses(fib) & {n.address for n in slurm.nodes}) == 1
 
 
-def test_partition_reaches_every_node_of_it(slurm: Slurm) -> None:
-    proc = slurm.client(
-        [DOCTOR, "preflight", "-f", "json", "--partition", "test", "--no-allreduce"], timeout=60
-    )
-    report = json.loads(proc.stdout)
-    assert {n: v["status"] for n, v in report["nodes"].items()} == dict.fromkeys(
-        ["node1", "node2", "node3"], "ok"
-    ), proc.stderr
+def test_partition_probes_its_usable_nodes_and_names_the_drained_one(slurm: Slurm) -> None:
+    update = ["scontrol", "update", "nodename=node2"]
+    slurm.client([*update, "state=drain", "reason=doctor-test"], check=True)
+    try:
+        proc = slurm.client(
+            [DOCTOR, "preflight", "-f", "json", "--partition", "test", "--no-allreduce"],
+            timeout=120,
+        )
+    finally:
+        slurm.client([*update, "state=resume"], check=True)
+    nodes = json.loads(proc.stdout)["nodes"]
+    assert nodes["node1"]["status"] == nodes["node3"]["status"] == "ok", proc.stderr
+    failure = nodes["node2"]["failure"]
+    assert failure["code"] == "node.launch_failed"
+    assert failure["summary"] == "SLURM reports node2 drain: not probed now"
 
 
 def test_auto_uses_srun_in_an_sbatch_script(slurm: Slurm, tmp_path) -> None:
