@@ -27,9 +27,7 @@ def _pin(plan: NicPlan, text: str) -> Fix:
     """Pin every library to the recommended interface (or say that none is usable)."""
     env = plan.recommendation()
     if not env:
-        return Fix(
-            text + " No interface on this node has a routable address: fix the network first."
-        )
+        return Fix(text + " No interface on this node has a routable address: fix the network first.")
     return Fix(text, tuple(f"export {k}={v}" for k, v in env.items()))
 
 
@@ -82,7 +80,8 @@ def nccl_iface(facts: NodeFacts) -> Iterator[Finding]:
             evidence=(
                 f"library {plan.library_path}: Bootstrap {lib.interface}:{lib.address}"
                 + (f" (WARN {lib.logged.warning})" if lib.logged.warning else ""),
-                f"predicted by rule {plan.bootstrap.rule}: " + (_where(first) if first else "none"),
+                f"predicted by rule {plan.bootstrap.rule}: "
+                + (_where(first) if first else "none"),
             ),
             fix=_pin(plan, "Trust the library; pin the interface so both agree."),
         )
@@ -157,7 +156,9 @@ def _socket_hazards(plan: NicPlan) -> Iterator[Finding]:
             "NET/Socket would also use link-local-only "
             + ", ".join(_where(a) for a in bad)
             + ": peers get 'Network is unreachable' on those connections",
-            evidence=("NET/Socket list: " + " ".join(_where(a) for a in plan.socket.interfaces),),
+            evidence=(
+                "NET/Socket list: " + " ".join(_where(a) for a in plan.socket.interfaces),
+            ),
             fix=_pin(plan, "Limit NCCL to the routable interface."),
         )
 
@@ -186,10 +187,7 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
             "nccl.env.malformed",
             Severity.WARN,
             f"NCCL_SOCKET_FAMILY={family.value!r} is neither AF_INET nor AF_INET6: NCCL ignores it",
-            fix=Fix(
-                "Set exactly AF_INET or AF_INET6, or unset it.",
-                ("export NCCL_SOCKET_FAMILY=AF_INET",),
-            ),
+            fix=Fix("Set exactly AF_INET or AF_INET6, or unset it.", ("export NCCL_SOCKET_FAMILY=AF_INET",)),
         )
     comm = plan.nccl_settings.get("NCCL_COMM_ID")
     if comm is not None and (parse_comm_id(comm.value) is None or ":" not in comm.value):
@@ -197,10 +195,7 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
             "nccl.env.malformed",
             Severity.FAIL,
             f"NCCL_COMM_ID={comm.value!r} is not <ip>:<port> or [<ipv6>]:<port>",
-            fix=Fix(
-                "Use the rank-0 node's address and a free port.",
-                ("export NCCL_COMM_ID=198.18.0.1:29600",),
-            ),
+            fix=Fix("Use the rank-0 node's address and a free port.", ("export NCCL_COMM_ID=198.18.0.1:29600",)),
         )
 
 

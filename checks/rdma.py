@@ -81,10 +81,7 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
             Severity.WARN,
             "libibverbs.so.1 cannot be loaded; NCCL falls back to NET/Socket",
             evidence=(why,),
-            fix=Fix(
-                "Install rdma-core's verbs library.",
-                ("apt-get install ibverbs-providers libibverbs1",),
-            ),
+            fix=Fix("Install rdma-core's verbs library.", ("apt-get install ibverbs-providers libibverbs1",)),
         )
     gpus = facts.pci if isinstance(facts.pci, list) else []
     if rdma.gdr_module is None and any(d.is_nvidia_gpu for d in gpus):

@@ -287,9 +287,7 @@ def nics(
     """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
     _severity(fail_on)
     specs = _checks(["nics", "rdma", "limits.memlock"], None)
-    cluster = to_cluster(
-        gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline))
-    )
+    cluster = to_cluster(gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline)))
     if export:
         lines = export_lines(plans(cluster))
         if not lines:

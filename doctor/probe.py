@@ -284,17 +284,7 @@ def collect_pci(p):
 # -- network interfaces and RDMA (NIC selection) -------------------------------------------
 NET_ROOT = "/sys/class/net"
 IB_ROOT = "/sys/class/infiniband"
-NET_ATTRS = (
-    "type",
-    "flags",
-    "mtu",
-    "carrier",
-    "speed",
-    "operstate",
-    "ifindex",
-    "iflink",
-    "tun_flags",
-)
+NET_ATTRS = ("type", "flags", "mtu", "carrier", "speed", "operstate", "ifindex", "iflink", "tun_flags")
 
 
 def _sockaddr(ctypes, ptr):

@@ -85,7 +85,9 @@ def _port(text: str) -> int:
     return int(text) if text.isdigit() else 0
 
 
-def match_subnet(ifaddrs: tuple[IfAddr, ...], remote: str, scope_id: int = 0) -> IfAddr | None:
+def match_subnet(
+    ifaddrs: tuple[IfAddr, ...], remote: str, scope_id: int = 0
+) -> IfAddr | None:
     """ncclFindInterfaceMatchSubnet(): first address whose own netmask covers the remote one.
 
     No IFF_RUNNING test and no name filter here: even lo qualifies for a 127.x id.
@@ -166,9 +168,7 @@ def _comm_id_selection(net: NetFacts, text: str) -> Selection:
 
 
 def _none_error(bootstrap: bool) -> str:
-    return (
-        "Bootstrap : no socket interface found" if bootstrap else "NET/Socket : no interface found"
-    )
+    return "Bootstrap : no socket interface found" if bootstrap else "NET/Socket : no interface found"
 
 
 def _value(settings: dict[str, Setting], name: str) -> str | None:
