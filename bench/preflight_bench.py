@@ -21,7 +21,9 @@ from doctor.registry import load_checks
 
 def timed(argv: list[str], stdin: bytes | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, input=stdin, capture_output=True, check=True)
+    proc = subprocess.run(argv, input=stdin, capture_output=True, check=False)
+    if proc.returncode not in (0, 1):  # 1: the run completed and found something
+        raise SystemExit(f"{argv[:4]} failed: {proc.stderr.decode()[-500:]}")
     return time.perf_counter() - started
 
 

@@ -27,7 +27,9 @@ def _pin(plan: NicPlan, text: str) -> Fix:
     """Pin every library to the recommended interface (or say that none is usable)."""
     env = plan.recommendation()
     if not env:
-        return Fix(text + " No interface on this node has a routable address: fix the network first.")
+        return Fix(
+            text + " No interface on this node has a routable address: fix the network first."
+        )
     return Fix(text, tuple(f"export {k}={v}" for k, v in env.items()))
 
 
@@ -51,6 +53,7 @@ def _where(a: IfAddr) -> str:
         "nccl.env.malformed": "an NCCL interface variable is malformed",
         "nccl.env.no_match": "NCCL_SOCKET_IFNAME matches no interface with an address",
         "nccl.library.disagrees": "the real libnccl chose another interface than predicted",
+        "nccl.ib.no_match": "NCCL_IB_HCA selects no ACTIVE port of the HCAs here",
     },
 )
 def nccl_iface(facts: NodeFacts) -> Iterator[Finding]:
@@ -70,6 +73,7 @@ def nccl_iface(facts: NodeFacts) -> Iterator[Finding]:
     else:
         yield from _bootstrap_hazards(plan, first)
     yield from _socket_hazards(plan)
+    yield from _ib_selection(plan)
     lib = plan.library
     if lib is not None and agrees(plan) is False:
         yield Finding(
@@ -80,8 +84,7 @@ def nccl_iface(facts: NodeFacts) -> Iterator[Finding]:
             evidence=(
                 f"library {plan.library_path}: Bootstrap {lib.interface}:{lib.address}"
                 + (f" (WARN {lib.logged.warning})" if lib.logged.warning else ""),
-                f"predicted by rule {plan.bootstrap.rule}: "
-                + (_where(first) if first else "none"),
+                f"predicted by rule {plan.bootstrap.rule}: " + (_where(first) if first else "none"),
             ),
             fix=_pin(plan, "Trust the library; pin the interface so both agree."),
         )
@@ -156,11 +159,30 @@ def _socket_hazards(plan: NicPlan) -> Iterator[Finding]:
             "NET/Socket would also use link-local-only "
             + ", ".join(_where(a) for a in bad)
             + ": peers get 'Network is unreachable' on those connections",
-            evidence=(
-                "NET/Socket list: " + " ".join(_where(a) for a in plan.socket.interfaces),
-            ),
+            evidence=("NET/Socket list: " + " ".join(_where(a) for a in plan.socket.interfaces),),
             fix=_pin(plan, "Limit NCCL to the routable interface."),
         )
+
+
+def _ib_selection(plan: NicPlan) -> Iterator[Finding]:
+    hca = plan.nccl_settings.get("NCCL_IB_HCA")
+    if hca is None or plan.ib is None or plan.ib.ports or plan.ib.reason == "no RDMA devices":
+        return
+    forced = plan.nccl_settings.get("NCCL_NET")
+    forced_ib = forced is not None and forced.value.lower() == "ib"
+    yield Finding(
+        "nccl.ib.no_match",
+        Severity.FAIL if forced_ib else Severity.WARN,
+        f"NCCL_IB_HCA={hca.value} ({hca.source}) selects no ACTIVE port: NCCL "
+        + (
+            "fails: 'Failed to initialize any NET plugin'" if forced_ib else "falls back to sockets"
+        ),
+        evidence=(f"IB: {plan.ib.reason}",),
+        fix=Fix(
+            "Name this node's HCAs (ls /sys/class/infiniband) with ACTIVE ports, or unset it.",
+            ("ls /sys/class/infiniband", "unset NCCL_IB_HCA"),
+        ),
+    )
 
 
 def _malformed(plan: NicPlan) -> Iterator[Finding]:
@@ -187,7 +209,10 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
             "nccl.env.malformed",
             Severity.WARN,
             f"NCCL_SOCKET_FAMILY={family.value!r} is neither AF_INET nor AF_INET6: NCCL ignores it",
-            fix=Fix("Set exactly AF_INET or AF_INET6, or unset it.", ("export NCCL_SOCKET_FAMILY=AF_INET",)),
+            fix=Fix(
+                "Set exactly AF_INET or AF_INET6, or unset it.",
+                ("export NCCL_SOCKET_FAMILY=AF_INET",),
+            ),
         )
     comm = plan.nccl_settings.get("NCCL_COMM_ID")
     if comm is not None and (parse_comm_id(comm.value) is None or ":" not in comm.value):
@@ -195,7 +220,10 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
             "nccl.env.malformed",
             Severity.FAIL,
             f"NCCL_COMM_ID={comm.value!r} is not <ip>:<port> or [<ipv6>]:<port>",
-            fix=Fix("Use the rank-0 node's address and a free port.", ("export NCCL_COMM_ID=198.18.0.1:29600",)),
+            fix=Fix(
+                "Use the rank-0 node's address and a free port.",
+                ("export NCCL_COMM_ID=198.18.0.1:29600",),
+            ),
         )
 
 
@@ -383,11 +411,13 @@ def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
             fix=Fix(
                 "One exact list for NCCL works everywhere; Gloo needs each node's own name "
                 "(per-node environment or /etc/nccl.conf for NCCL).",
-                (f"export NCCL_SOCKET_IFNAME=={listing}",)
-                + tuple(
-                    f"on {compact(ns)}: echo 'NCCL_SOCKET_IFNAME=={n}' >> /etc/nccl.conf; "
-                    f"export GLOO_SOCKET_IFNAME={n}"
-                    for n, ns in sorted(groups.items())
+                (
+                    f"export NCCL_SOCKET_IFNAME=={listing}",
+                    *(
+                        f"on {compact(ns)}: echo 'NCCL_SOCKET_IFNAME=={n}' >> /etc/nccl.conf; "
+                        f"export GLOO_SOCKET_IFNAME={n}"
+                        for n, ns in sorted(groups.items())
+                    ),
                 ),
             ),
         )

@@ -24,7 +24,7 @@ def _rdma(facts: NodeFacts) -> RdmaFacts:
     needs=("rdma",),
     codes={
         "rdma.no_active_port": "an HCA has no ACTIVE port: NCCL cannot use it",
-        "rdma.no_uverbs": "HCAs exist but /dev/infiniband is not visible: NCCL falls back to sockets",
+        "rdma.no_uverbs": "HCAs exist but /dev/infiniband is not visible: NCCL uses sockets",
         "rdma.no_verbs": "libibverbs.so.1 cannot be loaded: NCCL falls back to sockets",
         "rdma.roce_no_v2": "a RoCE port has no RoCE v2 GID: traffic cannot be routed",
         "rdma.no_gdr": "no GPUDirect RDMA peer-memory module with NVIDIA GPUs present",
@@ -81,7 +81,10 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
             Severity.WARN,
             "libibverbs.so.1 cannot be loaded; NCCL falls back to NET/Socket",
             evidence=(why,),
-            fix=Fix("Install rdma-core's verbs library.", ("apt-get install ibverbs-providers libibverbs1",)),
+            fix=Fix(
+                "Install rdma-core's verbs library.",
+                ("apt-get install ibverbs-providers libibverbs1",),
+            ),
         )
     gpus = facts.pci if isinstance(facts.pci, list) else []
     if rdma.gdr_module is None and any(d.is_nvidia_gpu for d in gpus):
@@ -100,7 +103,7 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
     "Locked memory is unlimited where RDMA devices exist",
     needs=("rdma", "limits"),
     codes={
-        "limits.memlock": "RLIMIT_MEMLOCK is limited: ibv_reg_mr fails with 'Cannot allocate memory'",
+        "limits.memlock": "RLIMIT_MEMLOCK is limited: ibv_reg_mr fails, 'Cannot allocate memory'",
     },
 )
 def memlock(facts: NodeFacts) -> Iterator[Finding]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 import os
@@ -19,12 +18,13 @@ from doctor.allreduce.command import attach, build_request
 from doctor.allreduce.launch import Launcher as RankLauncher
 from doctor.allreduce.launch import LocalLauncher
 from doctor.allreduce.render import render_allreduce
-from doctor.allreduce.stage import run_stage
+from doctor.allreduce.srun import SrunLauncher
+from doctor.allreduce.stage import Request, run_stage
 from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
-from doctor.inventory import Node, local_node
+from doctor.inventory import local_node
 from doctor.model import Severity
 from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.plugin import CheckSpec
@@ -35,7 +35,7 @@ from doctor.render.terminal import render_text
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
 from doctor.transport.local import LocalTransport
-from doctor.transport.srun import SrunLauncher, in_allocation
+from doctor.transport.srun import in_allocation
 from doctor.transport.srun import slurm_nodes as slurm_nodes_of
 
 app = typer.Typer(
@@ -137,8 +137,9 @@ def _emit(report: Report, fmt: Format, json_file: Path | None, fail_on: str) -> 
         sys.stdout.write(render_json(report))
     else:
         render_text(report, _stdout())
-        if "allreduce" in report.sections:
-            render_allreduce(report.sections["allreduce"], _stdout())
+        allreduce = report.sections.get("allreduce")
+        if allreduce and not allreduce["skipped"]:  # a skip is already its check's line
+            render_allreduce(allreduce, _stdout())
     return report.exit_code(threshold)
 
 
@@ -190,7 +191,7 @@ def preflight(
     if not local and (srun or (launcher is Launcher.auto and in_allocation(os.environ))):
         nodes, transport = slurm_nodes_of(slurm_nodes, partition, os.environ)
         results = gather(nodes, transport, spec)
-        ranks = SrunLauncher(os.environ)
+        ranks = SrunLauncher()
     else:
         nodes = [local_node()]
         results = gather(nodes, LocalTransport(), spec)
@@ -198,51 +199,20 @@ def preflight(
     report = Report.build("preflight", cluster, run_checks(specs, cluster))
     report.sections["nics"] = nics_section(cluster)
     if run_allreduce:
-        return _allreduce_stage(
-            report,
-            nodes,
-            backend,
-            port,
-            python,
-            "1K..64M",
-            [],
-            None,
-            fmt,
-            json_file,
-            fail_on,
-            ranks,
-        )
+        request = build_request(nodes, cluster, backend=backend, port=port, python=python)
+        return _with_allreduce(report, request, fmt, json_file, fail_on, ranks)
     return _emit(report, fmt, json_file, fail_on)
 
 
-def _allreduce_stage(
+def _with_allreduce(
     report: Report,
-    nodes: list[Node],
-    backend: str,
-    port: int,
-    python: str | None,
-    sizes: str,
-    recommend: list[str],
-    iface: str | None,
+    request: Request,
     fmt: Format,
     json_file: Path | None,
     fail_on: str,
     launcher: RankLauncher | None = None,
 ) -> int:
-    request = build_request(
-        nodes,
-        report.cluster,
-        backend=backend,
-        port=port,
-        python=python,
-        sizes=sizes,
-        recommend=recommend,
-        iface=iface,
-    )
-    launcher = launcher or LocalLauncher()
-    # Through srun: leaving the block scancels the ranks' steps, whatever happened.
-    with launcher if isinstance(launcher, SrunLauncher) else contextlib.nullcontext():
-        stage = run_stage(request, launcher)
+    stage = run_stage(request, launcher or LocalLauncher())
     attach(report, stage)
     code = _emit(report, fmt, json_file, fail_on)
     return EXIT_INTERRUPTED if stage.interrupted else code
@@ -270,9 +240,17 @@ def allreduce(
     cluster = to_cluster(gather([node], LocalTransport(), spec))
     report = Report.build("allreduce", cluster, [])
     nodes = [node] * (ranks if backend != "nccl" else 1)
-    return _allreduce_stage(
-        report, nodes, backend, port, python, sizes, recommend or [], iface, fmt, json_file, fail_on
+    request = build_request(
+        nodes,
+        cluster,
+        backend=backend,
+        port=port,
+        python=python,
+        sizes=sizes,
+        recommend=recommend or [],
+        iface=iface,
     )
+    return _with_allreduce(report, request, fmt, json_file, fail_on)
 
 
 @app.command()
@@ -287,7 +265,9 @@ def nics(
     """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
     _severity(fail_on)
     specs = _checks(["nics", "rdma", "limits.memlock"], None)
-    cluster = to_cluster(gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline)))
+    cluster = to_cluster(
+        gather([local_node()], LocalTransport(), probe_spec(specs, deadline=deadline))
+    )
     if export:
         lines = export_lines(plans(cluster))
         if not lines:
@@ -379,6 +359,31 @@ def analyze(
     cluster = to_cluster(load_capture_dir(folder))
     report = Report.build("analyze", cluster, run_checks(specs, cluster))
     return _emit(report, fmt, json_file, fail_on)
+
+
+@app.command()
+def explain(
+    logs: Annotated[
+        list[str] | None, typer.Argument(help="Log files (plain or gzip); '-' or none reads stdin.")
+    ] = None,
+    fmt: FormatOpt = Format.text,
+) -> int:
+    """Read failed-job logs (NCCL, PyTorch, Gloo, Open MPI, ssh) and name the cause and the fix."""
+    from doctor.explain.engine import explain as scan
+    from doctor.explain.render import render_explain_json, render_explain_text
+    from doctor.explain.source import LogReadError
+
+    try:
+        result = scan(logs or ["-"])
+    except LogReadError as exc:
+        raise UsageError(str(exc)) from None
+    for problem in result.errors:
+        _stderr().print(f"doctor: {problem} (kept what was read before it)", markup=False)
+    if fmt is Format.json:
+        sys.stdout.write(render_explain_json(result))
+    else:
+        render_explain_text(result, _stdout())
+    return EXIT_OK
 
 
 @checks_app.command("list")

@@ -284,7 +284,17 @@ def collect_pci(p):
 # -- network interfaces and RDMA (NIC selection) -------------------------------------------
 NET_ROOT = "/sys/class/net"
 IB_ROOT = "/sys/class/infiniband"
-NET_ATTRS = ("type", "flags", "mtu", "carrier", "speed", "operstate", "ifindex", "iflink", "tun_flags")
+NET_ATTRS = (
+    "type",
+    "flags",
+    "mtu",
+    "carrier",
+    "speed",
+    "operstate",
+    "ifindex",
+    "iflink",
+    "tun_flags",
+)
 
 
 def _sockaddr(ctypes, ptr):
@@ -355,7 +365,7 @@ def resolve_hostname():
     ):
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
+            sock.bind((sockaddr[0], 0, *sockaddr[2:]))
             bindable = True
         except OSError:
             bindable = False

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 
+from doctor.allreduce.evidence import predictions
 from doctor.allreduce.options import parse_env, parse_sizes
 from doctor.allreduce.stage import Request, StageResult
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts
 from doctor.inventory import Node
-from doctor.model import present
+from doctor.model import Missing, present
+from doctor.nic.plan import NicPlan
+from doctor.nic.render import cluster_recommendation, plans
 from doctor.report import Report
 from doctor.runner import merge_findings
 
@@ -25,6 +28,13 @@ def gpu_counts(cluster: ClusterFacts) -> dict[str, int]:
     return counts
 
 
+def recommended_env(by_node: dict[str, NicPlan | Missing], backend: str) -> dict[str, str]:
+    """The nics recommendation, limited to the variables this backend reads."""
+    prefix = "NCCL_" if backend == "nccl" else "GLOO_"
+    env = cluster_recommendation(by_node)
+    return {k: v for k, v in env.items() if k.startswith(prefix)}
+
+
 def build_request(
     nodes: list[Node],
     cluster: ClusterFacts,
@@ -32,15 +42,16 @@ def build_request(
     backend: str,
     port: int,
     python: str | None,
-    sizes: str,
-    recommend: list[str],
-    iface: str | None,
+    sizes: str = "1K..64M",
+    recommend: list[str] | tuple[str, ...] = (),
+    iface: str | None = None,
 ) -> Request:
     if backend not in BACKENDS:
         raise UsageError(f"--backend: expected one of {', '.join(BACKENDS)}")
     if not 1 <= port <= 65535:
         raise UsageError(f"--port: {port} is not a TCP port")
     gpus = gpu_counts(cluster)
+    by_node = plans(cluster)
     if backend == "auto":
         # NCCL only where every node has a GPU: one CPU-only node would strand the others.
         backend = "nccl" if nodes and all(gpus.get(n.name, 0) for n in nodes) else "gloo"
@@ -51,8 +62,11 @@ def build_request(
         port=port,
         python=python or (sys.executable if all(n.local for n in nodes) else "python3"),
         sizes=parse_sizes(sizes),
-        recommendation=parse_env(recommend),
+        recommendation=parse_env(list(recommend))
+        if recommend
+        else recommended_env(by_node, backend),
         rendezvous_iface=iface,
+        predicted=predictions(by_node),
     )
 
 

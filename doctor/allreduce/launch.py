@@ -1,4 +1,10 @@
-"""Start worker ranks on nodes and stream their JSON lines back; kill them whole."""
+"""Start worker ranks on nodes and stream their JSON lines back; kill them whole.
+
+A launcher starts one program on a node and hands back a ``Process``: its stdout lines, its
+stderr, a way to close its stdin (the worker's lifeline) and a way to kill its process group.
+``LocalLauncher`` runs on this machine; ``SshLauncher`` runs over the SSH transport's
+connections, streaming, so the controller sees every phase as it happens.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +16,23 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any, Protocol
 
+import paramiko
+
+from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.transport.local import spawn
+from doctor.transport.ssh import SshTransport, remote_command, split_pid
 
 # Reads exactly the worker's source from stdin and runs it; what stays on stdin is the lifeline.
 BOOT = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'allreduce-worker','exec'))"
 STDERR_LIMIT = 1 << 20
+CHUNK = 1 << 16
+KILL_WAIT = 10.0  # seconds to see a killed remote worker's exit status
 
 
 def worker_source() -> bytes:
@@ -29,17 +43,121 @@ def worker_argv(python: str, source: bytes, spec: dict[str, Any]) -> list[str]:
     return [python, "-c", BOOT, str(len(source)), json.dumps(spec, sort_keys=True)]
 
 
-class Launcher(Protocol):
-    def wrap(self, node: Node, argv: list[str]) -> list[str]:
-        """The local argv that runs ``argv`` on ``node`` with stdin/stdout passed through."""
+class Process(Protocol):
+    def stdout_lines(self) -> Iterator[bytes]: ...
+
+    def stderr_chunks(self) -> Iterator[bytes]: ...
+
+    def close_stdin(self) -> None: ...
+
+    def kill(self) -> None:
+        """Kill the whole process group on its node, and wait for it to end here."""
         ...
+
+    def exit_code(self) -> int | None: ...
+
+
+class Launcher(Protocol):
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        """Start ``argv`` on ``node``, writing ``stdin`` and keeping it open; or the error text."""
+        ...
+
+
+class LocalProcess:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def stdout_lines(self) -> Iterator[bytes]:
+        assert self.proc.stdout
+        yield from self.proc.stdout
+
+    def stderr_chunks(self) -> Iterator[bytes]:
+        assert self.proc.stderr
+        fd = self.proc.stderr.fileno()
+        yield from iter(lambda: os.read(fd, CHUNK), b"")
+
+    def close_stdin(self) -> None:
+        if self.proc.stdin:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.close_stdin()
+        self.proc.wait()
+
+    def exit_code(self) -> int | None:
+        return self.proc.wait()
 
 
 class LocalLauncher:
     """Every rank on this machine (the nodes are only names), talking over loopback."""
 
-    def wrap(self, node: Node, argv: list[str]) -> list[str]:
-        return argv
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        try:
+            proc = spawn(argv)
+        except OSError as exc:
+            return f"cannot run {argv[0]}: {exc.strerror}"
+        assert proc.stdin
+        with contextlib.suppress(OSError):  # it died at once: its exit and stderr say why
+            proc.stdin.write(stdin)
+            proc.stdin.flush()
+        return LocalProcess(proc)
+
+
+class SshProcess:
+    def __init__(self, transport: SshTransport, node: Node, chan: paramiko.Channel) -> None:
+        self.transport, self.node, self.chan = transport, node, chan
+        self.pid: int | None = None
+
+    def stdout_lines(self) -> Iterator[bytes]:
+        yield from self.chan.makefile("rb")
+
+    def stderr_chunks(self) -> Iterator[bytes]:
+        first = True
+        for chunk in iter(lambda: self.chan.recv_stderr(CHUNK), b""):
+            if first:  # the remote wrapper announces the process group's pid first
+                self.pid, chunk = split_pid(chunk)
+                first = False
+            yield chunk
+
+    def close_stdin(self) -> None:
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            self.chan.shutdown_write()
+
+    def kill(self) -> None:
+        if not self.chan.exit_status_ready():
+            # The group kill, and the lifeline (stdin EOF) for a worker whose pid never arrived;
+            # its exit status coming back is the proof it is gone from the node.
+            self.transport.kill_group(self.node, self.pid)
+            self.close_stdin()
+            self.chan.status_event.wait(KILL_WAIT)
+        self.chan.close()
+
+    def exit_code(self) -> int | None:
+        if not self.chan.status_event.wait(KILL_WAIT):
+            return None
+        return self.chan.recv_exit_status()
+
+
+class SshLauncher:
+    """Ranks on remote nodes over the SSH transport's cached connections."""
+
+    def __init__(self, transport: SshTransport, timeout: float = 10.0) -> None:
+        self.transport, self.timeout = transport, timeout
+
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        chan = self.transport.session(node, self.timeout)
+        if isinstance(chan, NodeFailure):
+            return chan.summary
+        try:
+            chan.exec_command(remote_command(argv))
+            chan.sendall(stdin)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            chan.close()
+            return f"SSH session to {node.name} failed: {exc}"
+        return SshProcess(self.transport, node, chan)
 
 
 @dataclass
@@ -53,21 +171,12 @@ class Event:
 
 @dataclass
 class Worker:
-    """One started worker process; its stdout lines go to the shared queue as Events."""
+    """One started worker; its stdout lines go to the shared queue as Events."""
 
     key: int
-    proc: subprocess.Popen[bytes]
+    process: Process
     stderr: bytearray = field(default_factory=bytearray)
     junk: list[str] = field(default_factory=list)  # stdout lines that were not JSON
-
-    def kill(self) -> None:
-        """Kill its whole process group and close the lifeline (which ends a remote worker)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.proc.stdin:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
-        self.proc.wait()
 
     def stderr_text(self) -> str:
         return self.stderr.decode("utf-8", "replace")
@@ -75,56 +184,41 @@ class Worker:
 
 def start(
     key: int,
+    launcher: Launcher,
+    node: Node,
     argv: list[str],
     source: bytes,
     events: queue.Queue[Event],
-    keep_stdin: bool = True,
 ) -> Worker | str:
-    """Start one worker in its own session; the error text when it cannot be started."""
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return f"cannot run {argv[0]}: {exc.strerror}"
-    worker = Worker(key, proc)
-    assert proc.stdin and proc.stdout and proc.stderr
-    try:
-        proc.stdin.write(source)
-        proc.stdin.flush()
-        if not keep_stdin:
-            proc.stdin.close()
-    except OSError:
-        pass  # it died at once; its exit status and stderr say why
+    """Start one worker and its reader threads; the error text when it cannot be started."""
+    process = launcher.start(node, argv, source)
+    if isinstance(process, str):
+        return process
+    worker = Worker(key, process)
     threading.Thread(target=_read_stdout, args=(worker, events), daemon=True).start()
     threading.Thread(target=_read_stderr, args=(worker,), daemon=True).start()
     return worker
 
 
 def _read_stdout(worker: Worker, events: queue.Queue[Event]) -> None:
-    assert worker.proc.stdout
-    for raw in worker.proc.stdout:
-        line = raw.decode("utf-8", "replace").strip()
-        try:
-            data = json.loads(line)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            events.put(Event(worker.key, data, time.monotonic()))
-        elif line:
-            worker.junk.append(line[:300])
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        for raw in worker.process.stdout_lines():
+            line = raw.decode("utf-8", "replace").strip()
+            try:
+                data = json.loads(line)
+            except ValueError:
+                data = None
+            if isinstance(data, dict):
+                events.put(Event(worker.key, data, time.monotonic()))
+            elif line:
+                worker.junk.append(line[:300])
     events.put(Event(worker.key, None, time.monotonic()))
 
 
 def _read_stderr(worker: Worker) -> None:
-    assert worker.proc.stderr
-    fd = worker.proc.stderr.fileno()
-    for chunk in iter(lambda: os.read(fd, 65536), b""):
-        worker.stderr.extend(chunk)
-        if len(worker.stderr) > STDERR_LIMIT:
-            # Keep the head (NCCL's init lines) and the newest tail (the error).
-            del worker.stderr[STDERR_LIMIT // 2 : len(worker.stderr) - STDERR_LIMIT // 2]
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        for chunk in worker.process.stderr_chunks():
+            worker.stderr.extend(chunk)
+            if len(worker.stderr) > STDERR_LIMIT:
+                # Keep the head (NCCL's init lines) and the newest tail (the error).
+                del worker.stderr[STDERR_LIMIT // 2 : len(worker.stderr) - STDERR_LIMIT // 2]

@@ -20,6 +20,8 @@ STUCK = {
 }
 # A node whose best link is slower than this fraction of the typical node's is named.
 SLOW_LINK_FRACTION = 0.5
+# Below this a transfer measures latency and scheduling, not the link: no node is named.
+MIN_LINK_BYTES = 256 << 10
 
 
 @dataclass
@@ -80,6 +82,7 @@ class RunResult:
     ranks: list[RankState]
     seconds: float
     reason: str = ""  # for not_started: why no rank ran
+    nccl: dict[str, Any] | None = None  # what NCCL's own log said (NCCL runs only)
 
     @property
     def master(self) -> str:
@@ -103,7 +106,9 @@ class RunResult:
         if not stuck:
             return []
         low = min(reach(r) for r in stuck)
-        return [r for r in stuck if reach(r) == low]
+        last = [r for r in stuck if reach(r) == low]
+        # Among equals, a rank that reported an error is the cause; the others were only slower.
+        return [r for r in last if r.error] or last
 
     def sentence(self, r: RankState) -> str:
         phase = r.failed_phase or r.phase or "launch"
@@ -155,20 +160,26 @@ class RunResult:
         return rows
 
     def link_rows(self) -> list[dict[str, Any]]:
+        """One row per directed link, from its best (fastest) measurement."""
         node_of = {r.rank: r.node for r in self.ranks}
-        rows = []
+        best: dict[tuple[int, int], dict[str, Any]] = {}
         for r in self.ranks:
             for link in r.links:
-                t = float(link["time_s"])
-                rows.append(
-                    {
-                        "src": node_of.get(int(link["src"]), "?"),
-                        "dst": r.node,
-                        "bytes": int(link["bytes"]),
-                        "time_s": t,
-                        "gbps": int(link["bytes"]) / t / 1e9 if t > 0 else 0.0,
-                    }
-                )
+                key = (int(link["src"]), int(link["dst"]))
+                if key not in best or float(link["time_s"]) < float(best[key]["time_s"]):
+                    best[key] = link
+        rows = []
+        for (src, dst), link in best.items():
+            t, size = float(link["time_s"]), int(link["bytes"])
+            rows.append(
+                {
+                    "src": node_of.get(src, "?"),
+                    "dst": node_of.get(dst, "?"),
+                    "bytes": size,
+                    "time_s": t,
+                    "gbps": size / t / 1e9 if t > 0 else 0.0,
+                }
+            )
         return rows
 
     def slow_node(self) -> tuple[str, float, float] | None:
@@ -177,7 +188,11 @@ class RunResult:
         Returns (node, its best Gbit/s-equivalent GB/s, the typical node's). Needs three nodes:
         with two, a slow link cannot be pinned on either end.
         """
-        links = [row for row in self.link_rows() if row["src"] != row["dst"]]
+        links = [
+            row
+            for row in self.link_rows()
+            if row["src"] != row["dst"] and row["bytes"] >= MIN_LINK_BYTES
+        ]
         nodes = sorted({row["src"] for row in links} | {row["dst"] for row in links})
         if len(nodes) < 3:
             return None
@@ -218,4 +233,5 @@ class RunResult:
             "sweep": self.sweep_rows(),
             "links": self.link_rows(),
             "slow_node": slow[0] if slow else None,
+            "nccl": self.nccl,
         }

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import queue
-import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from doctor.allreduce.launch import Event, Launcher, Worker, start, worker_argv, worker_source
-from doctor.allreduce.plan import Plan
+from doctor.allreduce.plan import Plan, Rank
 from doctor.allreduce.result import RankState, RunResult
 from doctor.inventory import Node
 
@@ -25,24 +25,26 @@ def rendezvous_address(
     Returns (address or None, port free, error text or "").
     """
     source = worker_source()
-    argv = launcher.wrap(
-        node, worker_argv(python, source, {"mode": "address", "iface": iface, "port": port})
-    )
+    argv = worker_argv(python, source, {"mode": "address", "iface": iface, "port": port})
+    events: queue.Queue[Event] = queue.Queue()
+    worker = start(0, launcher, node, argv, source, events)
+    if isinstance(worker, str):
+        return None, False, worker
+    deadline = time.monotonic() + timeout
     try:
-        done = subprocess.run(argv, input=source, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return None, False, f"no answer from {node.name} within {timeout:g}s"
-    except OSError as exc:
-        return None, False, f"cannot run {argv[0]}: {exc.strerror}"
-    for line in done.stdout.decode("utf-8", "replace").splitlines():
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and data.get("ev") == "address":
-            return data.get("addr"), bool(data.get("port_free")), ""
-    tail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-    return None, False, tail[-1] if tail else f"exit status {done.returncode}"
+        while True:
+            try:
+                event = events.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None, False, f"no answer from {node.name} within {timeout:g}s"
+            if event.data is None:
+                break
+            if event.data.get("ev") == "address":
+                return event.data.get("addr"), bool(event.data.get("port_free")), ""
+    finally:
+        worker.process.kill()
+    tail = worker.stderr_text().strip().splitlines()
+    return None, False, tail[-1] if tail else f"exit status {worker.process.exit_code()}"
 
 
 def run_plan(plan: Plan, launcher: Launcher, label: str = "as configured") -> RunResult:
@@ -52,19 +54,26 @@ def run_plan(plan: Plan, launcher: Launcher, label: str = "as configured") -> Ru
     events: queue.Queue[Event] = queue.Queue()
     states = [RankState(r.rank, r.node.name, entered=started) for r in plan.ranks]
     workers: dict[int, Worker] = {}
-    open_streams = set()
-    for r in plan.ranks:
-        argv = launcher.wrap(r.node, worker_argv(plan.python, source, plan.worker_spec(r)))
-        worker = start(r.rank, argv, source, events)
-        if isinstance(worker, str):
-            states[r.rank].error, states[r.rank].failed_phase = worker, "launch"
-            continue
-        workers[r.rank] = worker
-        open_streams.add(r.rank)
+    open_streams: set[int] = set()
+    lock = threading.Lock()
+
+    def launch(r: Rank) -> None:
+        argv = worker_argv(plan.python, source, plan.worker_spec(r))
+        worker = start(r.rank, launcher, r.node, argv, source, events)
+        with lock:
+            if isinstance(worker, str):
+                states[r.rank].error, states[r.rank].failed_phase = worker, "launch"
+            else:
+                workers[r.rank] = worker
+                open_streams.add(r.rank)
 
     status = "passed"
     first_failure: float | None = None
+    # In parallel: one slow SSH connect must not hold back the other nodes' ranks.
+    pool = ThreadPoolExecutor(max_workers=min(32, len(plan.ranks)))
     try:
+        for future in [pool.submit(launch, r) for r in plan.ranks]:
+            future.result()
         while open_streams:
             try:
                 event = events.get(timeout=POLL)
@@ -73,8 +82,7 @@ def run_plan(plan: Plan, launcher: Launcher, label: str = "as configured") -> Ru
             if event is not None:
                 if event.data is None:
                     open_streams.discard(event.key)
-                    workers[event.key].proc.wait()
-                    states[event.key].exit_code = workers[event.key].proc.returncode
+                    states[event.key].exit_code = workers[event.key].process.exit_code()
                 else:
                     states[event.key].apply(event.data, event.at)
             now = time.monotonic()
@@ -96,12 +104,15 @@ def run_plan(plan: Plan, launcher: Launcher, label: str = "as configured") -> Ru
         # Ctrl-C: still kill every rank and say where each one was.
         status = "interrupted"
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        while not events.empty():  # lines that arrived before the end still tell the phase
+            event = events.get()
+            if event.data is not None:
+                states[event.key].apply(event.data, event.at)
         for worker in workers.values():
-            worker.kill()
+            worker.process.kill()
         for key, worker in workers.items():
             states[key].stderr = worker.stderr_text()
-            if states[key].exit_code is None and key not in open_streams:
-                states[key].exit_code = worker.proc.returncode
     result = RunResult(label, plan, status, states, time.monotonic() - started)
     if status == "passed" and not (all(s.done for s in states) and result.verified):
         result.status = "failed"

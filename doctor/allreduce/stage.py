@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from doctor.allreduce.evidence import Prediction, nccl_findings, scan
 from doctor.allreduce.launch import Launcher
 from doctor.allreduce.plan import Deadlines, Plan, Rank, default_sizes
 from doctor.allreduce.result import RunResult
 from doctor.allreduce.run import rendezvous_address, run_plan
+from doctor.explain.engine import findings as explain_findings
 from doctor.inventory import Node
-from doctor.model import CheckOutcome, Finding, Fix, Severity, status_of
+from doctor.model import CheckOutcome, Finding, Fix, Severity, Status, status_of
 
 CHECK_ID = "allreduce"
 TITLE = "A real allreduce across every node"
@@ -21,6 +23,9 @@ CODES = {
     "allreduce.recommendation_fails": "the recommended settings fail where the current ones pass",
     "allreduce.slow_node": "one node's links are far slower than the others'",
     "allreduce.not_started": "the rendezvous could not be set up (port taken, no address)",
+    "allreduce.nccl_iface_mismatch": "NCCL bootstrapped on another interface than predicted",
+    "allreduce.nccl_transport_mismatch": "NCCL used another network than predicted (IB/Socket)",
+    "allreduce.nccl_nnodes": "NCCL counted a different number of nodes than there are",
 }
 # Variables whose first name is an interface the rendezvous can use, in order of preference.
 IFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -37,6 +42,7 @@ class Request:
     sizes: tuple[int, ...] = field(default_factory=default_sizes)
     recommendation: dict[str, str] = field(default_factory=dict)
     rendezvous_iface: str | None = None
+    predicted: dict[str, Prediction] = field(default_factory=dict)  # NCCL's choice, per node
 
 
 @dataclass
@@ -45,9 +51,13 @@ class StageResult:
     findings: list[Finding]
     rendezvous: str
     request: Request
+    skipped: str = ""  # why the stage did not run at all
 
     def outcome(self) -> CheckOutcome:
-        findings = tuple(replace(f, check=CHECK_ID) for f in self.findings)
+        if self.skipped:
+            return CheckOutcome(CHECK_ID, Status.SKIP, None, (), self.skipped, 0.0, TITLE)
+        # The log diagnosis keeps its own check name ("explain"); the rest are ours.
+        findings = tuple(f if f.check else replace(f, check=CHECK_ID) for f in self.findings)
         seconds = round(sum(r.seconds for r in self.runs), 3)
         return CheckOutcome(CHECK_ID, status_of(findings), None, findings, "", seconds, TITLE)
 
@@ -60,10 +70,11 @@ class StageResult:
         first = self.runs[0] if self.runs else None
         return {
             "backend": self.request.backend,
-            "world_size": first.plan.world_size if first else 0,
+            "world_size": len(ranks_for(self.request)),
             "rendezvous": self.rendezvous,
             "recommendation": self.request.recommendation or None,
-            "status": first.status if first else "not_started",
+            "status": first.status if first else ("skipped" if self.skipped else "not_started"),
+            "skipped": self.skipped or None,
             "verified": bool(first and first.verified),
             "runs": [r.to_json() for r in self.runs],
         }
@@ -102,6 +113,10 @@ def differs(recommendation: dict[str, str], run: RunResult) -> bool:
 
 def run_stage(request: Request, launcher: Launcher) -> StageResult:
     master = request.nodes[0]
+    ranks = ranks_for(request)
+    if len(ranks) < 2:
+        why = "one rank: nothing to reduce across (add nodes, or GPUs with --backend nccl)"
+        return StageResult([], [], f"{master.name}:{request.port}", request, why)
     hint = iface_hint(request)
     timeout = request.deadlines.launch
     addr, free, error = rendezvous_address(
@@ -126,7 +141,7 @@ def run_stage(request: Request, launcher: Launcher) -> StageResult:
         return StageResult([], [finding], where, request)
     rendezvous = addr or master.address or "127.0.0.1"
     plan = Plan(
-        ranks=ranks_for(request),
+        ranks=ranks,
         backend=request.backend,
         port=request.port,
         master_addr=rendezvous,
@@ -138,7 +153,22 @@ def run_stage(request: Request, launcher: Launcher) -> StageResult:
     if runs[0].status != "interrupted" and differs(request.recommendation, runs[0]):
         env: dict[str, str | None] = dict(request.recommendation)
         runs.append(run_plan(replace(plan, env=env), launcher, "as recommended"))
-    return StageResult(runs, findings_of(runs, request), f"{where} ({rendezvous})", request)
+    findings = findings_of(runs, request) + evidence_of(runs, request)
+    return StageResult(runs, findings, f"{where} ({rendezvous})", request)
+
+
+def evidence_of(runs: list[RunResult], request: Request) -> list[Finding]:
+    """The ranks' own output: NCCL's choices (kept in the run), and on failure the diagnosis."""
+    findings: list[Finding] = []
+    for index, run in enumerate(runs):
+        seen = scan(run)
+        if request.backend == "nccl" and not seen.nccl.is_empty():
+            run.nccl = seen.nccl.to_json()
+            if index == 0:
+                findings += nccl_findings(run, seen, request.predicted)
+        if index == 0 and run.status in ("failed", "timeout"):
+            findings += explain_findings(seen)
+    return findings
 
 
 def _exports(env: dict[str, str]) -> tuple[str, ...]:

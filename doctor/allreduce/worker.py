@@ -130,9 +130,15 @@ def sync(torch, dist, device):
         torch.cuda.synchronize(device)
 
 
-def iterations(size):
-    """The same on every rank: enough repeats to time small sizes, one for the largest."""
-    return max(1, min(10, (4 << 20) // max(1, size)))
+# Timed repeats per sweep size stay near this long, and never more than MAX_ITERS.
+TARGET_S = 0.25
+MAX_ITERS = 10
+READY, DATA, ACK = 1, 2, 3  # point-to-point tags of the link test
+
+
+def first_iterations(size):
+    """Before anything is measured: a guess from the size alone (the same on every rank)."""
+    return max(1, min(MAX_ITERS, (4 << 20) // max(1, size)))
 
 
 def sweep(torch, dist, spec, device):
@@ -142,12 +148,12 @@ def sweep(torch, dist, spec, device):
     longest_op = spec["collective_timeout_s"] / 2.0
     started = time.monotonic()
     sizes = spec["sizes"]
+    iters = first_iterations(sizes[0])
     for i, size in enumerate(sizes):
         tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
         dist.all_reduce(tensor)  # warm-up: connections and buffers for this size
         sync(torch, dist, device)
         dist.barrier()
-        iters = iterations(size)
         t0 = time.monotonic()
         for _ in range(iters):
             dist.all_reduce(tensor)
@@ -163,27 +169,41 @@ def sweep(torch, dist, spec, device):
         dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
         spent, slowest_op = float(agreed[0]), float(agreed[1])
         next_op = slowest_op * sizes[i + 1] / float(size)
-        if next_op > longest_op or spent + next_op * (iterations(sizes[i + 1]) + 1) > budget:
+        iters = max(1, min(MAX_ITERS, int(TARGET_S / max(next_op, 1e-6))))
+        if next_op > longest_op or spent + next_op * (iters + 1) > budget:
             emit("sweep_stopped", after_bytes=tensor.numel() * 4, spent_s=spent)
             break
 
 
+def ring_links(world):
+    """Every directed ring link, both ways, in one order that every rank walks alike."""
+    steps = (1,) if world == 2 else (1, -1)
+    return [(i, (i + step) % world) for step in steps for i in range(world)]
+
+
 def link_test(torch, dist, spec, device):
-    """Time a transfer on every directed ring link, both ways, to name a slow node."""
-    rank, world = spec["rank"], spec["world_size"]
+    """Time each directed ring link on its own, from its sender's clock (no skew between nodes).
+
+    Links go one after another in the same order on every rank, so each pair's blocking
+    exchange can never wait on another pair's: the receiver says it is ready, the sender starts
+    its clock, sends, and stops it when the receiver's one-element ack arrives.
+    """
+    rank = spec["rank"]
     elems = max(1, spec["link_bytes"] // 4)
-    out = torch.ones(elems, dtype=torch.float32, device=device)
-    into = torch.empty(elems, dtype=torch.float32, device=device)
-    for step in (1, -1):
-        peer_to, peer_from = (rank + step) % world, (rank - step) % world
-        dist.barrier()
-        t0 = time.monotonic()
-        reqs = [dist.isend(out, peer_to), dist.irecv(into, peer_from)]
-        reqs[1].wait()
-        sync(torch, dist, device)
-        recv_s = time.monotonic() - t0
-        reqs[0].wait()
-        emit("link", src=peer_from, dst=rank, bytes=elems * 4, time_s=recv_s)
+    data = torch.ones(elems, dtype=torch.float32, device=device)
+    flag = torch.ones(1, device=device)
+    # Twice: the controller keeps each link's best time, so one scheduling hiccup is not a link.
+    for src, dst in ring_links(spec["world_size"]) * 2:
+        if rank == src:
+            dist.recv(flag, dst, tag=READY)
+            t0 = time.monotonic()
+            dist.send(data, dst, tag=DATA)
+            dist.recv(flag, dst, tag=ACK)
+            emit("link", src=src, dst=dst, bytes=elems * 4, time_s=time.monotonic() - t0)
+        elif rank == dst:
+            dist.send(flag, src, tag=READY)
+            dist.recv(data, src, tag=DATA)
+            dist.send(flag, src, tag=ACK)
 
 
 def run_rank(spec):

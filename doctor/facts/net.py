@@ -119,7 +119,8 @@ class Resolved:
 class NetFacts:
     interfaces: dict[str, Interface]  # in ifindex order
     ifaddrs: tuple[IfAddr, ...]  # getifaddrs() order (AF_INET before AF_INET6 on glibc)
-    ifaddrs_source: str  # "getifaddrs", or "ip" where it had to be rebuilt from `ip -j addr`
+    # "getifaddrs"; "ip" where rebuilt from `ip -j addr`; "if_inet6" (IPv6 only) as a last resort
+    ifaddrs_source: str
     default_routes: tuple[str, ...]  # interfaces holding a default route (IPv4, then IPv6)
     hostname: str | Missing
     hostname_addrs: tuple[Resolved, ...] | Missing
@@ -184,7 +185,7 @@ def _kind(cap: Capture, name: str, link: dict, arphrd: int | None) -> str:
     return "virtual"
 
 
-def _ifaddrs(cap: Capture, links: dict[str, dict]) -> tuple[tuple[IfAddr, ...], str]:
+def _ifaddrs(cap: Capture) -> tuple[tuple[IfAddr, ...], str]:
     raw = cap.value("getifaddrs")
     if isinstance(raw, list):
         return (
@@ -205,7 +206,7 @@ def _ifaddrs(cap: Capture, links: dict[str, dict]) -> tuple[tuple[IfAddr, ...], 
     # Rebuilt from `ip -j addr`: glibc lists every IPv4 address, then every IPv6 one.
     result = cap.command("ip-addr")
     if isinstance(result, Missing) or result.rc != 0:
-        return (), "none"
+        return _if_inet6(cap), "if_inet6"
     entries = json.loads(result.stdout)
     out: list[IfAddr] = []
     for family, label in ((AF_INET, "inet"), (AF_INET6, "inet6")):
@@ -218,6 +219,23 @@ def _ifaddrs(cap: Capture, links: dict[str, dict]) -> tuple[tuple[IfAddr, ...], 
                         IfAddr(e["ifname"], family, a["local"], int(a["prefixlen"]), flags, scope)
                     )
     return tuple(out), "ip"
+
+
+def _if_inet6(cap: Capture) -> tuple[IfAddr, ...]:
+    """Last resort, IPv6 only: /proc/net/if_inet6 (address, ifindex, prefix, scope, flags, name)."""
+    text = cap.file("/proc/net/if_inet6")
+    if not isinstance(text, str):
+        return ()
+    out = []
+    for line in text.splitlines():
+        cols = line.split()
+        if len(cols) != 6 or len(cols[0]) != 32:
+            continue
+        address = str(ipaddress.IPv6Address(bytes.fromhex(cols[0])))
+        scope = int(cols[1], 16) if int(cols[3], 16) == 0x20 else 0
+        flags = _sysfs_flags(cap, f"{ROOT}/{cols[5]}")
+        out.append(IfAddr(cols[5], AF_INET6, address, int(cols[2], 16), flags, scope))
+    return tuple(out)
 
 
 def _flag_bits(names: list[str]) -> int:
@@ -258,7 +276,7 @@ def parse_net(cap: Capture) -> NetFacts | Missing:
     if isinstance(names, Missing):
         return names
     links = _linkinfo(cap)
-    ifaddrs, source = _ifaddrs(cap, links)
+    ifaddrs, source = _ifaddrs(cap)
     interfaces: list[Interface] = []
     for name in names:
         base = f"{ROOT}/{name}"
@@ -315,10 +333,14 @@ def parse_net(cap: Capture) -> NetFacts | Missing:
 
 
 def _flags(cap: Capture, base: str, ifaddrs: tuple[IfAddr, ...], name: str) -> int:
-    """Interface flags with IFF_RUNNING, which sysfs leaves out (the kernel derives it)."""
     for a in ifaddrs:
         if a.name == name:
             return a.flags
+    return _sysfs_flags(cap, base)
+
+
+def _sysfs_flags(cap: Capture, base: str) -> int:
+    """Interface flags with IFF_RUNNING, which sysfs leaves out (the kernel derives it)."""
     flags = _int(cap.file(f"{base}/flags"), 16) or 0
     if flags & IFF_UP and _text(cap.file(f"{base}/operstate")) in ("up", "unknown"):
         flags |= IFF_RUNNING

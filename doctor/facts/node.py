@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 from doctor.capture import Capture
 from doctor.facts.limits import LimitFacts, parse_limits
-from doctor.facts.net import NetFacts, parse_net
 from doctor.facts.nccl import NcclFacts, parse_nccl
+from doctor.facts.net import NetFacts, parse_net
 from doctor.facts.pci import PciDevice, parse_pci
 from doctor.facts.rdma import RdmaFacts, parse_rdma
 from doctor.facts.system import SystemFacts, parse_system

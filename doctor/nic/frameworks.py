@@ -5,7 +5,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from doctor.facts.net import AF_INET, IFF_UP, NetFacts
+from doctor.facts.net import AF_INET, NetFacts
+from doctor.model import Missing
 from doctor.nic.config import Setting
 from doctor.nic.grammar import MpiList, parse_gloo_list, parse_mpi_list
 
@@ -31,25 +32,31 @@ class SocketChoice:
 
 
 def lookup_iface(net: NetFacts, name: str) -> Binding:
-    """gloo lookupAddrForIface(): the first getifaddrs entry of that exact name that is UP."""
+    """gloo lookupAddrForIface(): the first IPv4/IPv6 getifaddrs entry with that exact name.
+
+    No up/running test: Gloo binds an address of a down interface and fails later.
+    """
     for a in net.ifaddrs:
-        if a.name == name and a.flags & IFF_UP:
+        if a.name == name:
             return Binding(name, a.address)
-    why = "no such interface" if name not in net.interfaces else "no address on it (or it is down)"
+    why = "no such interface" if name not in net.interfaces else "no IP address on it"
     return Binding(name, None, f"Unable to find address for: {name} ({why})")
 
 
 def by_hostname(net: NetFacts, what: str) -> SocketChoice:
     """No interface named: resolve the hostname and bind the first address that binds."""
-    if not net.hostname_addrs:
+    resolved = net.hostname_addrs
+    if isinstance(resolved, Missing) or not resolved:
         return SocketChoice(
             f"{what} unset; hostname {net.hostname} does not resolve",
             (Binding("lo", "127.0.0.1", "falls back to the loopback address"),),
         )
-    for r in net.hostname_addrs:
+    for r in resolved:
         if r.bindable:
             rule = f"{what} unset; hostname {net.hostname} resolves to {r.address}"
-            return SocketChoice(rule, (Binding(net.owner(r.address), r.address),))
+            # gloo's sockaddrToInterfaceName() puts any 127.x address on the loopback device.
+            owner = net.owner(r.address) or ("lo" if r.address.startswith("127.") else None)
+            return SocketChoice(rule, (Binding(owner, r.address),))
     rule = f"{what} unset; hostname {net.hostname} resolves to no local address"
     return SocketChoice(rule, (Binding("lo", "127.0.0.1", "falls back to the loopback address"),))
 

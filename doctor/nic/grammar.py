@@ -73,7 +73,9 @@ def parse_nccl_list(text: str) -> NcclList:
         problems.append(f"{len(tokens)} entries: NCCL reads only the first {NCCL_MAX_TOKENS}")
         tokens = tokens[:NCCL_MAX_TOKENS]
     if not tokens:
-        problems.append("no interface names in it" + (": it excludes everything" if exclude else ""))
+        problems.append(
+            "no interface names in it" + (": it excludes everything" if exclude else "")
+        )
     return NcclList(text, exclude, exact, tuple(tokens), tuple(problems))
 
 

@@ -85,9 +85,7 @@ def _port(text: str) -> int:
     return int(text) if text.isdigit() else 0
 
 
-def match_subnet(
-    ifaddrs: tuple[IfAddr, ...], remote: str, scope_id: int = 0
-) -> IfAddr | None:
+def match_subnet(ifaddrs: tuple[IfAddr, ...], remote: str, scope_id: int = 0) -> IfAddr | None:
     """ncclFindInterfaceMatchSubnet(): first address whose own netmask covers the remote one.
 
     No IFF_RUNNING test and no name filter here: even lo qualifies for a 127.x id.
@@ -106,8 +104,9 @@ def _comm_id_address(comm: CommId, net: NetFacts) -> tuple[str, int] | None:
         ipaddress.ip_address(comm.host)
     except ValueError:
         # A hostname: NCCL resolves it. We know only what this node's own name resolves to.
-        if comm.host == net.hostname and net.hostname_addrs:
-            return net.hostname_addrs[0].address, 0
+        resolved = net.hostname_addrs
+        if comm.host == net.hostname and isinstance(resolved, tuple) and resolved:
+            return resolved[0].address, 0
         return None
     scope = 0
     if comm.scope_ifname:
@@ -136,17 +135,20 @@ def select(
         found = find_interfaces(net.ifaddrs, parse_nccl_list(ifname), family, version, max_ifs)
         rule = f"NCCL_SOCKET_IFNAME={ifname}"
         return Selection(tuple(found), rule, None if found else _none_error(bootstrap))
-    steps = [("ib", "names starting with ib (IPoIB first)")]
+    # ncclFindInterfaces(): IPoIB first; then the NCCL_COMM_ID subnet; then the rest in order.
+    found = find_interfaces(net.ifaddrs, parse_nccl_list("ib"), family, version, max_ifs)
+    if found:
+        return Selection(tuple(found), "names starting with ib (IPoIB first)")
+    if comm_text and len(comm_text) > 1:
+        comm = _comm_id_selection(net, comm_text)
+        if comm.interfaces:
+            return comm
     new = version is None or version >= RUNNING_AND_VIRBR
     auto = "^docker,lo,virbr" if new else "^docker,lo"
-    later = [(auto, f"automatic ({auto})"), ("docker", "docker* fallback"), ("lo", "lo fallback")]
+    steps = [(auto, f"automatic ({auto})"), ("docker", "docker* fallback"), ("lo", "lo fallback")]
     if new:
-        later.append(("virbr", "virbr* fallback"))
-    for i, (spec, rule) in enumerate(steps + later):
-        if i == 1 and comm_text and len(comm_text) > 1:
-            comm = _comm_id_selection(net, comm_text)
-            if comm.interfaces:
-                return comm
+        steps.append(("virbr", "virbr* fallback"))
+    for spec, rule in steps:
         found = find_interfaces(net.ifaddrs, parse_nccl_list(spec), family, version, max_ifs)
         if found:
             return Selection(tuple(found), rule)
@@ -168,7 +170,9 @@ def _comm_id_selection(net: NetFacts, text: str) -> Selection:
 
 
 def _none_error(bootstrap: bool) -> str:
-    return "Bootstrap : no socket interface found" if bootstrap else "NET/Socket : no interface found"
+    return (
+        "Bootstrap : no socket interface found" if bootstrap else "NET/Socket : no interface found"
+    )
 
 
 def _value(settings: dict[str, Setting], name: str) -> str | None:

@@ -143,7 +143,9 @@ def plan_json(plan: NicPlan) -> dict[str, Any]:
     first = plan.bootstrap.first
     nccl: dict[str, Any] = {
         "version": ".".join(map(str, plan.nccl_version)) if plan.nccl_version else None,
-        "settings": {k: {"value": s.value, "source": s.source} for k, s in plan.nccl_settings.items()},
+        "settings": {
+            k: {"value": s.value, "source": s.source} for k, s in plan.nccl_settings.items()
+        },
         "bootstrap": {
             "interface": first.name if first else None,
             "address": first.address if first else None,
@@ -196,7 +198,11 @@ def plan_json(plan: NicPlan) -> dict[str, Any]:
         "gloo": _binding_json(plan.gloo),
         "tp": _binding_json(plan.tp),
         "mpi": {
-            c.parameter: {"interfaces": list(c.interfaces), "rule": c.rule, "problems": list(c.problems)}
+            c.parameter: {
+                "interfaces": list(c.interfaces),
+                "rule": c.rule,
+                "problems": list(c.problems),
+            }
             for c in (plan.mpi_btl, plan.mpi_oob)
         },
         "recommendation": plan.recommendation(),

@@ -102,8 +102,11 @@ def render_table(by_node: dict[str, NicPlan | Missing], console: Console) -> Non
             console.print(f"  interfaces unknown: {plan.reason}")
             continue
         console.print(
-            Text(f"  {'interface':<15} {'kind':<9} {'state':<10} {'mtu':>5} {'speed':>6}  "
-                 f"{'addresses':<34} used by", style="dim")
+            Text(
+                f"  {'interface':<15} {'kind':<9} {'state':<10} {'mtu':>5} {'speed':>6}  "
+                f"{'addresses':<34} used by",
+                style="dim",
+            )
         )
         for iface in plan.net.interfaces.values():
             addrs = " ".join(a.text() for a in iface.addresses) or "-"
@@ -119,9 +122,7 @@ def render_table(by_node: dict[str, NicPlan | Missing], console: Console) -> Non
         lines = [f"NCCL {version} bootstrap: {chosen}  [{plan.bootstrap.rule}]"]
         if plan.library is not None:
             mark = "agrees" if chosen.startswith(f"{plan.library.interface}:") else "DIFFERS"
-            lines.append(
-                f"libnccl says: {plan.library.interface}:{plan.library.address} ({mark})"
-            )
+            lines.append(f"libnccl says: {plan.library.interface}:{plan.library.address} ({mark})")
         if plan.socket.interfaces:
             lines.append(
                 "NET/Socket: " + " ".join(f"{a.name}:{a.address}" for a in plan.socket.interfaces)

@@ -6,10 +6,23 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
 from doctor.transport import ExecResult
+
+
+def spawn(argv: list[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with pipes, in its own session, so one kill takes everything it started."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=None if env is None else dict(env),
+        start_new_session=True,
+    )
 
 
 class LocalTransport:
@@ -18,13 +31,7 @@ class LocalTransport:
     ) -> ExecResult | NodeFailure:
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # so a timeout can kill everything it started
-            )
+            proc = spawn(argv)
         except OSError as exc:
             return NodeFailure(node.name, "node.no_python", f"cannot run {argv[0]}: {exc.strerror}")
         try:

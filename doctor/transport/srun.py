@@ -31,6 +31,7 @@ from doctor.errors import UsageError
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
 from doctor.transport import ExecResult
+from doctor.transport.local import spawn
 from doctor.transport.srun_task import TAG
 
 # Seconds srun gets on top of the command's own deadline: step creation and launch on all nodes.
@@ -124,7 +125,7 @@ def srun_error(stderr: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _slurm_tool(name: str) -> str:
+def slurm_tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         raise UsageError(f"--launcher srun needs SLURM's {name}, which is not on PATH")
@@ -134,7 +135,7 @@ def _slurm_tool(name: str) -> str:
 def expand_hostlist(hostlist: str, env: Mapping[str, str]) -> list[str]:
     """``node[1-3],gpu7`` to names, with SLURM's own parser (scontrol show hostnames)."""
     proc = subprocess.run(
-        [_slurm_tool("scontrol"), "show", "hostnames", hostlist],
+        [slurm_tool("scontrol"), "show", "hostnames", hostlist],
         env=dict(env),
         capture_output=True,
         text=True,
@@ -150,7 +151,7 @@ def expand_hostlist(hostlist: str, env: Mapping[str, str]) -> list[str]:
 def partition_nodes(partition: str, env: Mapping[str, str]) -> dict[str, str]:
     """Every node of a partition with its state (sinfo's %t, flags like '*' or '~' stripped)."""
     proc = subprocess.run(
-        [_slurm_tool("sinfo"), "-h", "-N", "-p", partition, "-o", "%N %t"],
+        [slurm_tool("sinfo"), "-h", "-N", "-p", partition, "-o", "%N %t"],
         env=dict(env),
         capture_output=True,
         text=True,
@@ -209,7 +210,7 @@ class SrunTransport:
 
     def argv(self, names: Sequence[str], command: Sequence[str], timeout: float) -> list[str]:
         return [
-            _slurm_tool("srun"),
+            slurm_tool("srun"),
             f"--nodes={len(names)}",
             f"--ntasks={len(names)}",
             "--ntasks-per-node=1",
@@ -279,14 +280,8 @@ class SrunTransport:
         """One srun step over ``names``: the framed answers, srun's stderr, whether it timed out."""
         srun = self.argv(names, argv, timeout)
         name = next(a for a in srun if a.startswith("--job-name=")).split("=", 1)[1]
-        proc = subprocess.Popen(
-            srun,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=self.env,
-            start_new_session=True,  # a Ctrl-C in the terminal reaches us, not srun: we cancel
-        )
+        # Its own session: a Ctrl-C in the terminal reaches us, not srun, and we cancel the step.
+        proc = spawn(srun, env=self.env)
         timed_out = False
         try:
             out, err = proc.communicate(stdin, timeout=max(0.1, timeout))
@@ -309,42 +304,13 @@ class SrunTransport:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-class SrunLauncher:
-    """Allreduce ranks through srun: each rank a one-task step on its node, cancelled on close.
-
-    Used as ``with SrunLauncher(env) as launcher``: leaving the block scancels every step (or job)
-    the ranks ran in, since killing an srun alone leaves its tasks running on the node.
-    """
-
-    def __init__(self, env: Mapping[str, str], timeout: float = 60.0) -> None:
-        self.env = dict(env)
-        self.name = job_name()
-        self.timeout = timeout
-
-    def wrap(self, node: Node, argv: list[str]) -> list[str]:
-        return [
-            _slurm_tool("srun"),
-            "--nodes=1",
-            "--ntasks=1",
-            f"--nodelist={node.name}",
-            *step_options(self.env, self.name, self.timeout),
-            *argv,
-        ]
-
-    def __enter__(self) -> SrunLauncher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        cancel(self.name, self.env)
-
-
 def cancel(name: str, env: Mapping[str, str]) -> None:
     """scancel every step (inside an allocation) or job of ours, found by its name."""
     job = env.get("SLURM_JOB_ID") if in_allocation(env) else None
     ids = _step_ids(name, job, env)
     if ids:
         subprocess.run(
-            [_slurm_tool("scancel"), *ids], env=dict(env), capture_output=True, timeout=30
+            [slurm_tool("scancel"), *ids], env=dict(env), capture_output=True, timeout=30
         )
 
 
@@ -355,7 +321,7 @@ def _step_ids(name: str, job: str | None, env: Mapping[str, str]) -> list[str]:
     else:
         argv = ["squeue", "-h", "-n", name, "-o", "%i %j"]
     proc = subprocess.run(
-        [_slurm_tool(argv[0]), *argv[1:]], env=dict(env), capture_output=True, text=True, timeout=30
+        [slurm_tool(argv[0]), *argv[1:]], env=dict(env), capture_output=True, text=True, timeout=30
     )
     ids = []
     for line in proc.stdout.splitlines():

@@ -285,6 +285,25 @@ class SshTransport:
         _, rest = split_pid(bytes(err))
         return ExecResult(rc, bytes(out), rest, time.monotonic() - started)
 
+    def session(self, node: Node, timeout: float) -> paramiko.Channel | NodeFailure:
+        """A fresh session channel to ``node``, for a command whose output is read as it comes."""
+        client = self._client(node)
+        if isinstance(client, NodeFailure):
+            return client
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            return self._fail(node, "ssh.error", "the SSH connection dropped")
+        try:
+            return transport.open_session(timeout=timeout)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            return self._fail(node, "ssh.error", f"SSH session to {node.name} failed: {exc}")
+
+    def kill_group(self, node: Node, pid: int | None) -> None:
+        """Kill process group ``pid`` on ``node`` (best effort, bounded)."""
+        client = self._clients.get(node.name)
+        if isinstance(client, paramiko.SSHClient):
+            self._kill_group(client, pid)
+
     def _kill_group(self, client: paramiko.SSHClient, pid: int | None) -> None:
         """Kill a timed-out command's whole process group on the node (best effort, bounded)."""
         if pid is None or pid <= 1:

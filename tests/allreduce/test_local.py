@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.allreduce.launch import LocalLauncher
+from doctor.allreduce.launch import LocalLauncher, Process
 from doctor.allreduce.plan import Deadlines, Plan, Rank
 from doctor.allreduce.run import run_plan
 from doctor.allreduce.stage import Request, run_stage
@@ -48,19 +48,24 @@ def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
-class DelayedLauncher:
+class DelayedLauncher(LocalLauncher):
     """Holds one node's rank in a shell that sleeps (a hung node), recording the pids it made."""
 
-    def __init__(self, slow: str, pidfile: Path) -> None:
-        self.slow, self.pidfile = slow, pidfile
+    def __init__(self, slow: str, pidfile: Path, interrupt_after: float | None = None) -> None:
+        self.slow, self.pidfile, self.interrupt_after = slow, pidfile, interrupt_after
+        self.timer: threading.Timer | None = None
 
-    def wrap(self, node: Node, argv: list[str]) -> list[str]:
-        if node.name != self.slow:
-            return argv
-        script = (
-            f'echo $$ > {self.pidfile}; sleep 60 & echo $! >> {self.pidfile}; wait $!; exec "$@"'
-        )
-        return ["sh", "-c", script, "sh", *argv]
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        if node.name == self.slow:
+            if self.interrupt_after is not None:  # Ctrl-C, once every rank has been started
+                self.timer = threading.Timer(
+                    self.interrupt_after, os.kill, (os.getpid(), signal.SIGINT)
+                )
+                self.timer.start()
+            pids = self.pidfile
+            script = f'echo $$ > {pids}; sleep 60 & echo $! >> {pids}; wait $!; exec "$@"'
+            argv = ["sh", "-c", script, "sh", *argv]
+        return super().start(node, argv, stdin)
 
 
 def test_two_ranks_verify_exactly_and_sweep() -> None:
@@ -90,7 +95,7 @@ def test_a_hung_node_is_killed_at_its_deadline_and_named(tmp_path: Path) -> None
     assert took < 3 + 3 + 2 + 4  # launch deadline + grace, with room for a slow machine
     assert [r.rank for r in run.behind()] == [1]
     assert run.sentence(run.ranks[1]).startswith("rank 1 (node2) never started")
-    assert run.ranks[0].phase in ("rendezvous", "init")
+    assert run.ranks[0].phase in ("launch", "rendezvous", "init")  # waiting for rank 1
     pids = [int(p) for p in pidfile.read_text().split()]
     assert len(pids) == 2
     assert not any(alive(p) for p in pids), "the hung node's shell or its sleep survived"
@@ -100,14 +105,15 @@ def test_a_hung_node_is_killed_at_its_deadline_and_named(tmp_path: Path) -> None
 def test_ctrl_c_kills_every_rank_and_says_where_each_was(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     plan = local_plan(3, deadlines=Deadlines(launch=60, rendezvous=60, init=60))
-    timer = threading.Timer(6.0, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    launcher = DelayedLauncher("node3", pidfile, interrupt_after=3.0)
     try:
-        run = run_plan(plan, DelayedLauncher("node3", pidfile))
+        run = run_plan(plan, launcher)
     finally:
-        timer.cancel()
+        if launcher.timer:
+            launcher.timer.cancel()
     assert run.status == "interrupted"
-    assert [r.phase for r in run.ranks[:2]] == ["init", "init"], run.to_json()["ranks"]
+    # Where each rank was depends on how fast torch imports here; that it is known does not.
+    assert all(r.phase in ("launch", "rendezvous", "init") for r in run.ranks[:2])
     assert run.headline() == "as configured: interrupted: rank 2 (node3) never started"
     pids = [int(p) for p in pidfile.read_text().split()] + [r.pid for r in run.ranks if r.pid]
     assert len(pids) == 4
@@ -131,9 +137,11 @@ def test_a_taken_port_stops_the_stage_before_any_rank_starts() -> None:
 
 
 def test_a_node_without_torch_never_starts() -> None:
-    class NoSitePackages:
-        def wrap(self, node: Node, argv: list[str]) -> list[str]:
-            return [argv[0], "-S", *argv[1:]] if node.name == "node2" else argv
+    class NoSitePackages(LocalLauncher):
+        def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+            if node.name == "node2":
+                argv = [argv[0], "-S", *argv[1:]]
+            return super().start(node, argv, stdin)
 
     run = run_plan(local_plan(2, deadlines=Deadlines(rendezvous=5, settle=0.5)), NoSitePackages())
     assert run.status == "failed"

@@ -81,15 +81,15 @@ def test_sweep_rows_use_the_slowest_rank_and_nccl_tests_bus_bandwidth() -> None:
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * 3 / 4)
 
 
-def links(n: int, slow: dict[tuple[int, int], float]) -> list[RankState]:
-    """Ring links both ways; every link takes 1 ms unless ``slow`` says otherwise."""
+def links(n: int, slow: dict[tuple[int, int], float], size: int = 1 << 20) -> list[RankState]:
+    """Ring links both ways, reported by their senders; 1 ms each unless ``slow`` says otherwise."""
     ranks = []
-    for dst in range(n):
+    for src in range(n):
         events = []
-        for src in ((dst - 1) % n, (dst + 1) % n):
+        for dst in ((src + 1) % n, (src - 1) % n):
             t = slow.get((src, dst), 0.001)
-            events.append({"ev": "link", "src": src, "dst": dst, "bytes": 1 << 20, "time_s": t})
-        ranks.append(state(dst, *events))
+            events.append({"ev": "link", "src": src, "dst": dst, "bytes": size, "time_s": t})
+        ranks.append(state(src, *events))
     return ranks
 
 
@@ -107,3 +107,18 @@ def test_a_node_shaped_only_on_egress_is_named() -> None:
 def test_even_links_or_two_nodes_name_nobody() -> None:
     assert RunResult("r", plan(3), "passed", links(3, {}), 1).slow_node() is None
     assert RunResult("r", plan(2), "passed", links(2, {(1, 0): 1.0}), 1).slow_node() is None
+
+
+def test_small_transfers_name_nobody() -> None:
+    slow = {(2, 0): 1.0, (2, 1): 1.0}
+    ranks = links(3, slow, size=4096)
+    assert RunResult("r", plan(3), "passed", ranks, 1).slow_node() is None
+
+
+def test_each_link_is_judged_by_its_best_measurement() -> None:
+    ranks = links(3, {(2, 0): 1.0, (2, 1): 1.0})
+    hiccup = links(3, {(2, 0): 1.0, (2, 1): 1.0, (0, 1): 5.0})  # node1->node2 stalled once
+    for r, again in zip(ranks, hiccup, strict=True):
+        r.links.extend(again.links)
+    found = RunResult("r", plan(3), "passed", ranks, 1).slow_node()
+    assert found is not None and found[0] == "node3"

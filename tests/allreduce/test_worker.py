@@ -9,7 +9,14 @@ import subprocess
 import sys
 import time
 
-from doctor.allreduce.launch import Event, start, worker_argv, worker_source
+from doctor.allreduce.launch import (
+    Event,
+    LocalLauncher,
+    LocalProcess,
+    start,
+    worker_argv,
+    worker_source,
+)
 from doctor.allreduce.plan import Plan, Rank
 from doctor.inventory import Node
 
@@ -32,21 +39,22 @@ def test_closing_the_lifeline_kills_a_worker_stuck_in_rendezvous() -> None:
     spec = plan.worker_spec(plan.ranks[1])
     source = worker_source()
     events: queue.Queue[Event] = queue.Queue()
-    worker = start(1, worker_argv(sys.executable, source, spec), source, events)
-    assert not isinstance(worker, str)
+    argv = worker_argv(sys.executable, source, spec)
+    worker = start(1, LocalLauncher(), Node("b"), argv, source, events)
+    assert not isinstance(worker, str) and isinstance(worker.process, LocalProcess)
+    proc = worker.process.proc
     try:
         seen = []
         while "rendezvous" not in seen:
             event = events.get(timeout=30)
             assert event.data is not None, worker.stderr_text()
             seen.append(event.data.get("phase"))
-        assert worker.proc.stdin is not None
-        worker.proc.stdin.close()  # what a dropped SSH channel does to a remote worker
+        worker.process.close_stdin()  # what a dropped SSH channel does to a remote worker
         started = time.monotonic()
-        assert worker.proc.wait(timeout=10) == -9
+        assert proc.wait(timeout=10) == -9
         assert time.monotonic() - started < 5
     finally:
-        worker.kill()
+        worker.process.kill()
 
 
 def test_address_mode_reports_the_interface_address_and_port() -> None:

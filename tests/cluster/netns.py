@@ -87,8 +87,16 @@ class Netns:
             self.ip("addr", "add", addr, "dev", name)
         self.ip("link", "set", name, "up")
 
+    def set_hosts(self, text: str) -> None:
+        """This node's own /etc/hosts: `ip netns exec` bind-mounts /etc/netns/<name>/hosts."""
+        folder = f"/etc/netns/{self.name}"
+        os.makedirs(folder, exist_ok=True)
+        with open(f"{folder}/hosts", "w") as handle:
+            handle.write(text)
+
     def delete(self) -> None:
         sh("ip", "netns", "delete", self.name, check=False)
+        sh("rm", "-rf", "--", f"/etc/netns/{self.name}", check=False)
         if self.wire:
             sh("ip", "netns", "delete", self.wire, check=False)
 

@@ -43,15 +43,14 @@ def br_bridge(ns: Netns) -> None:
     ns.add_nic("eth0", "198.18.1.1/24")
 
 
-def virbr0(ns: Netns) -> None:
-    ns.add_bridge("virbr0", "198.19.122.1/24")
-    attach_port(ns, "virbr0", "vnet0")
-    ns.add_nic("eth0", "198.18.1.1/24")
-
-
 def virbr0_only(ns: Netns) -> None:
     ns.add_bridge("virbr0", "198.19.122.1/24")
     attach_port(ns, "virbr0", "vnet0")
+
+
+def virbr0(ns: Netns) -> None:
+    virbr0_only(ns)
+    ns.add_nic("eth0", "198.18.1.1/24")
 
 
 def created_before_eth0(ns: Netns) -> None:

@@ -1,0 +1,71 @@
+"""Time `doctor nics` on this node: the whole command, and the NIC planning alone.
+
+Target: `doctor nics` under 1 s wall on a 2-core machine (the probe, which includes one
+ncclGetUniqueId child per libnccl found, dominates; planning is pure computation).
+Usage: python3 bench/nics_bench.py [--runs N] [--out bench/nics_bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from doctor.collect import gather, probe_spec, to_cluster
+from doctor.inventory import local_node
+from doctor.nic.render import nics_section
+from doctor.registry import load_checks, select
+from doctor.runner import run_checks
+from doctor.transport.local import LocalTransport
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    return {
+        "median_s": round(statistics.median(samples), 4),
+        "min_s": round(min(samples), 4),
+        "max_s": round(max(samples), 4),
+    }
+
+
+def wall(argv: list[str]) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if proc.returncode not in (0, 1):  # 1 means findings, still a complete run
+        raise SystemExit(f"{argv} failed: {proc.stderr.decode()}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))
+    args = parser.parse_args()
+    command = [sys.executable, "-m", "doctor", "nics", "-f", "json"]
+    runs = [wall(command) for _ in range(args.runs)]
+    specs = select(load_checks(), ["nics", "rdma", "limits.memlock"], ())
+    cluster = to_cluster(gather([local_node()], LocalTransport(), probe_spec(specs)))
+    planning = []
+    for _ in range(args.runs):
+        started = time.perf_counter()
+        run_checks(specs, cluster)
+        nics_section(cluster)
+        planning.append(time.perf_counter() - started)
+    result = {
+        "machine": f"{platform.node()} {platform.machine()}, {platform.python_version()}",
+        "runs": args.runs,
+        "doctor_nics_wall": summary(runs),
+        "plan_and_checks_in_process": summary(planning),
+        "targets": {"doctor_nics_wall_s": 1.0},
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""`doctor explain`: read failed-job logs and name the cause and the fix."""

@@ -1,0 +1,95 @@
+"""The signature catalogue: failure messages as data (signatures.json), compiled once."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+from doctor.model import Fix, Severity
+
+_FIELDS = (
+    "code",
+    "severity",
+    "source",
+    "keywords",
+    "patterns",
+    "summary",
+    "meaning",
+    "causes",
+    "fix",
+    "commands",
+    "link",
+)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One known failure: how to recognise its message, what it means and how to fix it."""
+
+    code: str
+    severity: Severity
+    source: str  # the program that prints it: nccl, pytorch, gloo, openmpi, openssh, any
+    keywords: tuple[str, ...]  # literal text, one of which every matching line contains
+    patterns: tuple[re.Pattern[str], ...]
+    summary: str  # a template over the patterns' named groups
+    meaning: str
+    causes: tuple[str, ...]
+    fix: Fix
+    link: str
+    secondary: bool = False  # usually the consequence of an earlier failure elsewhere
+
+    def match(self, message: str) -> re.Match[str] | None:
+        for rx in self.patterns:
+            m = rx.search(message)
+            if m is not None:
+                return m
+        return None
+
+
+class CatalogueError(ValueError):
+    """signatures.json is malformed; the message names the entry."""
+
+
+def _signature(entry: dict[str, Any]) -> Signature:
+    code = entry.get("code", "?")
+    missing = [f for f in _FIELDS if f not in entry]
+    if missing:
+        raise CatalogueError(f"signature {code}: missing {', '.join(missing)}")
+    try:
+        patterns = tuple(re.compile(p) for p in entry["patterns"])
+    except re.error as exc:
+        raise CatalogueError(f"signature {code}: bad pattern: {exc}") from None
+    return Signature(
+        code=code,
+        severity=Severity.parse(entry["severity"]),
+        source=entry["source"],
+        keywords=tuple(entry["keywords"]),
+        patterns=patterns,
+        summary=entry["summary"],
+        meaning=entry["meaning"],
+        causes=tuple(entry["causes"]),
+        fix=Fix(entry["fix"], tuple(entry["commands"])),
+        link=entry["link"],
+        secondary=bool(entry.get("secondary", False)),
+    )
+
+
+def parse_catalogue(text: str) -> tuple[Signature, ...]:
+    """Signatures from the JSON text, in file order (earlier, more specific ones win a line)."""
+    document = json.loads(text)
+    signatures = tuple(_signature(e) for e in document["signatures"])
+    codes = [s.code for s in signatures]
+    duplicates = sorted({c for c in codes if codes.count(c) > 1})
+    if duplicates:
+        raise CatalogueError(f"duplicate signature codes: {', '.join(duplicates)}")
+    return signatures
+
+
+@cache
+def catalogue() -> tuple[Signature, ...]:
+    """The shipped catalogue."""
+    return parse_catalogue(files("doctor.explain").joinpath("signatures.json").read_text())

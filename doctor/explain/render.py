@@ -1,0 +1,117 @@
+"""Show an Explanation: on the terminal, or as JSON in the report's envelope."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from doctor import __version__
+from doctor.explain.engine import Explanation, context, findings
+from doctor.jsonable import jsonable
+from doctor.model import Finding, Severity
+from doctor.report import SCHEMA_VERSION
+
+_STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
+NO_SIGNATURE = "no known signature"
+
+
+def explain_json(result: Explanation) -> dict[str, Any]:
+    """The JSON document: the report's envelope with findings and context."""
+    found = findings(result)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "cluster-doctor", "version": __version__},
+        "command": "explain",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "findings": [jsonable(f) for f in found],
+        "summary": {str(s): sum(1 for f in found if f.severity is s) for s in Severity},
+        "context": context(result),
+    }
+
+
+def render_explain_json(result: Explanation) -> str:
+    return json.dumps(explain_json(result), indent=2) + "\n"
+
+
+def _finding_lines(index: int, f: Finding) -> list[Text]:
+    head = Text(f"{index:>2}. ")
+    head.append(f"{str(f.severity).upper():<4}", style=_STYLE[f.severity])
+    head.append(f" {f.summary}")
+    out = [
+        head,
+        Text(
+            f"      {f.code}  (seen {f.data['count']}x, first at {f.data['first_seen']})",
+            style="dim",
+        ),
+    ]
+    out.append(Text(f"      why: {f.data['meaning']}"))
+    out.extend(Text(f"      cause: {c}", style="dim") for c in f.data["causes"])
+    out.extend(Text(f"      seen: {e}", style="dim") for e in f.evidence)
+    if f.fix is not None:
+        out.append(Text(f"      fix: {f.fix.text}", style="green"))
+        out.extend(Text(f"        $ {c}", style="green") for c in f.fix.commands)
+    out.append(Text(f"      more: {f.data['link']}", style="dim"))
+    return out
+
+
+def _context_lines(doc: dict[str, Any]) -> list[Text]:
+    out = [Text(f"Read {doc['lines']} lines from {', '.join(doc['sources']) or 'nothing'}.")]
+    if doc["hosts"]:
+        out.append(Text(f"  hosts: {', '.join(doc['hosts'])}"))
+    if doc["ranks"]:
+        out.append(Text(f"  ranks: {', '.join(str(r) for r in doc['ranks'])}"))
+    nccl = doc.get("nccl")
+    if nccl:
+        bits = [f"NCCL {nccl['version'] or '?'}"]
+        if nccl["cuda"]:
+            bits.append(f"cuda {nccl['cuda']}")
+        if nccl["nnodes"] is not None:
+            bits.append(f"nNodes {nccl['nnodes']}")
+        if nccl["transports"]:
+            bits.append(
+                "transports "
+                + ", ".join(f"{t} x{n}" for t, n in sorted(nccl["transports"].items()))
+            )
+        out.append(Text("  " + "; ".join(bits)))
+        for p in nccl["processes"]:
+            who = f"rank {p['rank']}" if p["rank"] is not None else "rank ?"
+            where = f"{p['host'] or '?'}:{p['pid'] or '?'}"
+            nets = []
+            if p["bootstrap"]:
+                nets.append("bootstrap " + " ".join(p["bootstrap"]))
+            if p["socket_interfaces"]:
+                nets.append("NET/Socket " + " ".join(p["socket_interfaces"]))
+            if p["ib_devices"]:
+                nets.append("NET/IB " + " ".join(p["ib_devices"]))
+            if p["network"]:
+                nets.append(f"using {p['network']}")
+            if nets:
+                out.append(Text(f"    {who} ({where}): " + "; ".join(nets), style="dim"))
+    for err in doc.get("read_errors", ()):
+        out.append(Text(f"  could not read all of {err}", style="yellow"))
+    return out
+
+
+def render_explain_text(result: Explanation, console: Console) -> None:
+    doc = context(result)
+    for line in _context_lines(doc):
+        console.print(line)
+    found = findings(result)
+    if not found:
+        console.print(Text(f"{NO_SIGNATURE} in these logs.", style="bold"))
+        return
+    first = doc["first_error"]
+    console.print(
+        Text(
+            f"\n{len(found)} known failure(s), in the order they happened"
+            f" (first: {first['code']} at {first['at']}):",
+            style="bold",
+        )
+    )
+    for index, f in enumerate(found, 1):
+        for line in _finding_lines(index, f):
+            console.print(line)

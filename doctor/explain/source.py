@@ -1,0 +1,70 @@
+"""Stream lines out of log files (plain or gzip) with bounded memory, whatever the bytes are."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+CHUNK = 1 << 20
+# A "line" longer than this (a binary file, a progress bar without newlines) is cut: its first
+# MAX_LINE bytes are kept and the rest, up to the next newline, is dropped.
+MAX_LINE = 64 * 1024
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class LogReadError(Exception):
+    """A log could not be opened or read; the message names it."""
+
+
+def open_log(name: str) -> BinaryIO:
+    """Open ``name`` (``-`` is stdin) for reading, decompressing gzip by its magic bytes."""
+    try:
+        # Both are BufferedReaders, whose peek() shows the magic bytes without consuming them.
+        buffered = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise LogReadError(f"{name}: {exc.strerror or exc}") from None
+    if not isinstance(buffered, io.BufferedReader):
+        raise LogReadError(f"{name}: not a readable byte stream")
+    try:
+        head = buffered.peek(2)[:2]
+    except OSError as exc:
+        raise LogReadError(f"{name}: {exc.strerror or exc}") from None
+    if head == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
+    return buffered
+
+
+def iter_chunks(stream: BinaryIO, name: str = "log") -> Iterator[list[bytes]]:
+    """Yield lists of whole lines (without newline), reading at most CHUNK bytes at a time."""
+    # read1 returns what is decompressed so far, so a truncated gzip still yields its head.
+    read = getattr(stream, "read1", stream.read)
+    carry = b""  # the unfinished last line (at most MAX_LINE bytes of it)
+    cut = False  # the unfinished line is over-long: drop its bytes until the next newline
+    while True:
+        try:
+            block = read(CHUNK)
+        except (OSError, EOFError, zlib.error) as exc:
+            if carry:
+                yield [carry]
+            raise LogReadError(f"{name}: {exc}") from None
+        if not block:
+            break
+        end = block.rfind(b"\n")
+        if end < 0:
+            if not cut:
+                carry += block
+                if len(carry) > MAX_LINE:
+                    carry, cut = carry[:MAX_LINE], True
+            continue
+        lines = block[:end].split(b"\n")
+        lines[0] = carry if cut else (carry + lines[0])[:MAX_LINE]
+        carry, cut = block[end + 1 :], False
+        if len(carry) > MAX_LINE:
+            carry, cut = carry[:MAX_LINE], True
+        yield lines
+    if carry:
+        yield [carry]

@@ -1,0 +1,160 @@
+"""Every signature, on text captured here for real or written from the emitter's format."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib.resources import files
+
+import pytest
+
+from doctor.explain.catalogue import CatalogueError, catalogue, parse_catalogue
+from doctor.explain.engine import context, findings
+from doctor.model import Severity
+from tests.explain.fixtures import LOGS, scan
+
+# The codes each fixture must produce, in the order the failures happened.
+EXPECTED = {
+    "format/nccl-connect-failed.log": ["nccl.socket.connect_failed"],
+    "format/nccl-context-gpu.log": [],
+    "format/nccl-gpu-duplicate.log": ["nccl.gpu.duplicate"],
+    "format/nccl-ib.log": [
+        "nccl.ib.memlock",
+        "nccl.ib.modify_qp",
+        "nccl.ib.completion_retry_exceeded",
+        "nccl.ib.completion_local_protection",
+        "nccl.ib.completion_flushed",
+    ],
+    "format/nccl-mismatch.log": [
+        "nccl.version.mismatch",
+        "nccl.socket.truncated",
+        "nccl.p2p.disabled_nvlink",
+    ],
+    "format/nccl-net-plugin.log": [
+        "nccl.ib.no_libibverbs",
+        "nccl.ib.no_ip_interface",
+        "nccl.net.no_plugin",
+    ],
+    "format/nccl-peer-closed.log": [
+        "nccl.shm.full",
+        "nccl.socket.peer_closed",
+        "nccl.result.remote_error",
+    ],
+    "format/nccl-ring-no-loop.log": ["nccl.ring.no_loop"],
+    "format/nccl-shm-full.log": ["nccl.shm.full"],
+    "format/nccl-shm-removed.log": ["nccl.shm.removed"],
+    "format/torch-nccl-watchdog.log": ["torch.nccl.watchdog_timeout"],
+    "real/mpi-host-key-unknown.log": ["ssh.host_key_failed", "mpi.daemons_failed"],
+    "real/mpi-not-enough-slots.log": ["mpi.not_enough_slots"],
+    "real/mpi-orted-not-found.log": ["mpi.orted_not_found", "mpi.daemons_failed"],
+    "real/mpi-unreachable-host.log": ["ssh.connect_failed", "mpi.daemons_failed"],
+    "real/nccl-bootstrap-netns.log": [],
+    "real/nccl-comm-id-invalid.log": ["nccl.comm_id.invalid"],
+    "real/nccl-comm-id-no-subnet.log": ["nccl.comm_id.no_subnet", "nccl.result.system_error"],
+    "real/nccl-init-no-gpu.log": ["nccl.cuda.failure", "nccl.result.cuda_error"],
+    "real/nccl-no-iface.log": ["nccl.iface.none_found", "nccl.result.invalid_usage"],
+    "real/nccl-wrong-magic.log": ["nccl.socket.wrong_magic"],
+    "real/python-connect-refused.log": ["net.connection_refused"],
+    "real/ssh-connection-refused.log": ["ssh.connect_failed"],
+    "real/ssh-host-key-changed.log": ["ssh.host_key_changed", "ssh.host_key_failed"],
+    "real/ssh-host-key-unknown.log": ["ssh.host_key_failed"],
+    "real/ssh-permission-denied.log": ["ssh.permission_denied"],
+    "real/ssh-unresolved.log": ["ssh.unresolved"],
+    "real/torch-gloo-bogus-iface.log": ["gloo.no_address"],
+    # Ranks' outputs are concatenated (rank 0 first) and not every line has a timestamp, so the
+    # order is the file's: rank 0's timeout, then rank 1's refused dial to 127.0.1.1.
+    "real/torch-gloo-loopback-hostname.log": ["gloo.connect_failed", "gloo.loopback_address"],
+    "real/torch-gloo-op-timeout.log": ["gloo.op_timeout"],
+    "real/torch-init-unreachable.log": ["net.unreachable", "torch.store.connect_timeout"],
+    "real/torch-tcpstore-refused.log": ["torch.store.connect_timeout"],
+    "real/torch-tcpstore-wait-clients.log": ["torch.store.wait_clients_timeout"],
+    "real/torch-torchrun-rdzv-timeout.log": ["torch.rendezvous.timeout"],
+}
+
+
+def test_every_fixture_is_listed() -> None:
+    on_disk = {f"{p.parent.name}/{p.name}" for p in LOGS.glob("*/*.log")}
+    assert on_disk == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_codes_in_order(name: str) -> None:
+    assert [f.code for f in findings(scan(LOGS / name))] == EXPECTED[name]
+
+
+def test_every_signature_is_tested_on_a_fixture() -> None:
+    tested = {code for codes in EXPECTED.values() for code in codes}
+    assert {s.code for s in catalogue()} - tested == set()
+
+
+def test_real_captures_cover_what_can_fail_here() -> None:
+    real = {c for name, codes in EXPECTED.items() if name.startswith("real/") for c in codes}
+    for code in (
+        "gloo.loopback_address",
+        "gloo.no_address",
+        "nccl.iface.none_found",
+        "nccl.comm_id.no_subnet",
+        "ssh.host_key_failed",
+        "ssh.permission_denied",
+        "mpi.orted_not_found",
+        "mpi.daemons_failed",
+        "torch.store.connect_timeout",
+    ):
+        assert code in real
+
+
+def test_catalogue_is_well_formed() -> None:
+    sigs = catalogue()
+    assert len(sigs) >= 30
+    for s in sigs:
+        assert re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", s.code), s.code
+        assert s.link.startswith("https://"), s.code
+        assert s.fix.text and s.fix.commands and s.causes and s.meaning, s.code
+        assert s.keywords and s.patterns, s.code
+
+
+def test_a_pattern_only_fires_on_lines_holding_one_of_its_keywords() -> None:
+    """The scanner reads only lines holding a keyword: every matched line must hold one."""
+    for name in EXPECTED:
+        result = scan(LOGS / name)
+        for hit in result.hits.values():
+            for evidence in hit.evidence:
+                assert any(k in evidence for k in hit.signature.keywords), (
+                    name,
+                    hit.signature.code,
+                )
+
+
+def test_malformed_catalogue_names_the_entry() -> None:
+    document = json.loads(files("doctor.explain").joinpath("signatures.json").read_text())
+    broken = dict(document["signatures"][0], patterns=["(unclosed"])
+    with pytest.raises(CatalogueError, match=broken["code"]):
+        parse_catalogue(json.dumps({"signatures": [broken]}))
+    with pytest.raises(CatalogueError, match="duplicate"):
+        parse_catalogue(json.dumps({"signatures": [document["signatures"][0]] * 2}))
+
+
+def test_consequence_points_at_the_rank_that_failed_first() -> None:
+    result = scan(LOGS / "format/nccl-peer-closed.log")
+    first = result.first_error()
+    assert first is not None and first.signature.code == "nccl.shm.full"
+    assert first.origin.rank == 1 and first.origin.host == "gpu-b"
+    closed = next(f for f in findings(result) if f.code == "nccl.socket.peer_closed")
+    assert "first failure: nccl.shm.full on rank 1, gpu-b" in closed.summary
+    assert closed.data["ranks"] == [0]
+
+
+def test_first_error_prefers_the_specific_over_the_generic() -> None:
+    result = scan(LOGS / "real/torch-init-unreachable.log")
+    assert context(result)["first_error"]["code"] == "torch.store.connect_timeout"
+
+
+def test_summaries_fill_in_what_the_line_said() -> None:
+    by_code = {f.code: f for f in findings(scan(LOGS / "real/torch-tcpstore-wait-clients.log"))}
+    assert (
+        "waited for 2 processes but only 1 joined"
+        in by_code["torch.store.wait_clients_timeout"].summary
+    )
+    ssh = findings(scan(LOGS / "real/mpi-unreachable-host.log"))[0]
+    assert "198.18.11.77:22" in ssh.summary and "timed out" in ssh.summary
+    assert all(f.severity is Severity.FAIL for f in findings(scan(LOGS / "format/nccl-ib.log")))
