@@ -10,8 +10,10 @@ import time
 
 import pytest
 
+from doctor.allreduce.srun import SrunLauncher
 from doctor.capture import Capture
 from doctor.collect import TRANSPORT_GRACE, gather, probe_spec
+from doctor.inventory import Node
 from doctor.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
 from tests.cluster.slurm import Slurm
 from tests.slurm.conftest import DOCTOR
@@ -244,3 +246,18 @@ def test_auto_uses_srun_in_an_sbatch_script(slurm: Slurm, tmp_path) -> None:
     assert {n: v["status"] for n, v in report["nodes"].items()} == dict.fromkeys(
         ["node1", "node2", "node3"], "ok"
     )
+
+
+def test_killing_an_allreduce_rank_scancels_its_step(
+    slurm: Slurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in slurm.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    node1 = Node(name="node1", address="node1")
+    rank = SrunLauncher().start(node1, ["sh", "-c", "echo started; exec sleep 300"], b"")
+    assert not isinstance(rank, str), rank
+    assert next(iter(rank.stdout_lines())) == b"started\n"
+    rank.kill()
+    assert wait_until(lambda: not slurm.client(["squeue", "-h"]).stdout.strip())
+    assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
