@@ -21,7 +21,7 @@ from doctor.collect import probe_argv, probe_source, probe_spec
 from doctor.prolog import PROLOG_DEADLINE
 from doctor.registry import load_checks
 
-DOCTOR = str(Path(sys.executable).with_name("doctor"))
+DOCTOR = [sys.executable, "-m", "doctor"]
 
 
 def timed(argv: list[str], stdin: bytes | None = None) -> float:
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    prolog = [timed([DOCTOR, "preflight", "--local", "--prolog"]) for _ in range(args.runs)]
+    prolog = [timed([*DOCTOR, "preflight", "--local", "--prolog"]) for _ in range(args.runs)]
     imports = [timed([sys.executable, "-c", "import doctor.cli"]) for _ in range(args.runs)]
     spec = probe_spec(load_checks(), deadline=PROLOG_DEADLINE)
     probe = [timed(probe_argv(sys.executable, spec), probe_source()) for _ in range(args.runs)]

@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +52,9 @@ def missing_binaries() -> list[str]:
     return [b for b in BINARIES if shutil.which(b) is None]
 
 
-def free_port(address: str = "0.0.0.0") -> int:
+def free_port() -> int:
     with socket.socket() as s:
-        s.bind((address, 0))
+        s.bind(("0.0.0.0", 0))
         return int(s.getsockname()[1])
 
 
@@ -257,10 +257,10 @@ def _start_munged(scratch: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
-def _wait_for(ready: object, timeout: float, what: str, scratch: Path) -> None:
+def _wait_for(ready: Callable[[], bool], timeout: float, what: str, scratch: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if ready():  # type: ignore[operator]
+        if ready():
             return
         time.sleep(0.1)
     raise RuntimeError(f"{what} not ready after {timeout}s; see {scratch}")

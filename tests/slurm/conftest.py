@@ -10,14 +10,14 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 
 from tests.cluster.harness import make_cluster
 from tests.cluster.slurm import Slurm, slurm_on
 
-DOCTOR = str(Path(sys.executable).with_name("doctor"))
+# The doctor as a command; ``-m`` works wherever pip put (or did not put) the console script.
+DOCTOR = [sys.executable, "-m", "doctor"]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from contextlib import ExitStack
 
@@ -22,7 +23,8 @@ def prolog_slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     prolog = scratch / "prolog.sh"
     # As docs/slurm.md shows: Slurm runs the Prolog with no search path, so the script sets one.
     prolog.write_text(
-        f"#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\nexec {DOCTOR} preflight --local --prolog\n"
+        "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n"
+        f"exec {shlex.join(DOCTOR)} preflight --local --prolog\n"
     )
     prolog.chmod(0o755)
     with ExitStack() as stack:
@@ -35,7 +37,7 @@ def prolog_slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
 def test_healthy_node_runs_the_job(prolog_slurm: Slurm) -> None:
     proc = prolog_slurm.client(["srun", "-w", "node1", "--immediate=20", "hostname"], timeout=60)
     assert (proc.returncode, proc.stdout) == (0, "node1\n"), proc.stderr
-    assert prolog_slurm.node_states()["node1"] == "idle"
+    prolog_slurm.wait_idle(["node1"])  # not drained: back to idle once the job is done
 
 
 def test_node_with_small_shm_is_drained_with_the_reason_logged(prolog_slurm: Slurm) -> None:
@@ -50,4 +52,4 @@ def test_node_with_small_shm_is_drained_with_the_reason_logged(prolog_slurm: Slu
         "prolog failed: rc:1 output:cluster-doctor: node2: shm.too_small: /dev/shm is only 64 MiB"
         in log
     )
-    assert prolog_slurm.node_states()["node1"] == "idle"
+    prolog_slurm.wait_idle(["node1"])  # not drained: back to idle once the job is done

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ def preflight_in_allocation(slurm: Slurm, *args: str, timeout: float = 180) -> t
     proc = slurm.client(
         [
             *SALLOC,
-            DOCTOR,
+            *DOCTOR,
             "preflight",
             "-f",
             "json",
@@ -82,7 +83,7 @@ nodes, transport = slurm_nodes(None, None, os.environ)
 started = time.monotonic()
 results = gather(nodes, transport, probe_spec([], deadline=5))
 elapsed = time.monotonic() - started
-cli = [sys.argv[1], "preflight", "-f", "json", "--deadline", "5", "--no-allreduce"]
+cli = [sys.executable, "-m", "doctor", "preflight", "-f", "json", "--deadline=5", "--no-allreduce"]
 report = json.loads(subprocess.run(cli, capture_output=True, text=True).stdout)
 codes = {n: getattr(r, "code", "ok") for n, r in results.items()}
 print(json.dumps({"elapsed": elapsed, "codes": codes, "report": report}))
@@ -99,7 +100,6 @@ def test_stopped_slurmd_is_reported_within_the_deadline(slurm: Slurm) -> None:
                 sys.executable,
                 "-c",
                 TIMED,
-                DOCTOR,
             ],
             timeout=180,
         )
@@ -180,14 +180,14 @@ def test_ctrl_c_cancels_the_step_inside_an_allocation(slurm: Slurm) -> None:
 
 
 def test_prolog_mode_on_a_node_with_a_64mb_shm(slurm: Slurm) -> None:
-    bad = slurm.client(["srun", "-w", "node3", DOCTOR, "preflight", "--local", "--prolog"])
+    bad = slurm.client(["srun", "-w", "node3", *DOCTOR, "preflight", "--local", "--prolog"])
     assert bad.returncode == 1, bad.stderr
     reason = [ln for ln in bad.stderr.splitlines() if ln.startswith("cluster-doctor:")]
     assert len(reason) == 1 and reason[0].startswith("cluster-doctor: node3: shm.too_small: "), (
         reason
     )
     assert "64" in reason[0]
-    good = slurm.client(["srun", "-w", "node1", DOCTOR, "preflight", "--local", "--prolog"])
+    good = slurm.client(["srun", "-w", "node1", *DOCTOR, "preflight", "--local", "--prolog"])
     assert (good.returncode, good.stdout, good.stderr) == (0, "", "")
 
 
@@ -222,7 +222,7 @@ def test_partition_probes_its_usable_nodes_and_names_the_drained_one(slurm: Slur
     slurm.client([*update, "state=drain", "reason=doctor-test"], check=True)
     try:
         proc = slurm.client(
-            [DOCTOR, "preflight", "-f", "json", "--partition", "test", "--no-allreduce"],
+            [*DOCTOR, "preflight", "-f", "json", "--partition", "test", "--no-allreduce"],
             timeout=120,
         )
     finally:
@@ -237,7 +237,7 @@ def test_partition_probes_its_usable_nodes_and_names_the_drained_one(slurm: Slur
 def test_auto_uses_srun_in_an_sbatch_script(slurm: Slurm, tmp_path) -> None:
     # The batch script runs on the allocation's first node; the doctor reaches all three from it.
     out = tmp_path / "report.json"
-    script = f"{DOCTOR} preflight -f json --no-allreduce > {out}"
+    script = f"{shlex.join(DOCTOR)} preflight -f json --no-allreduce > {out}"
     submit = slurm.client(["sbatch", "-N3", "-w", "node[1-3]", "-o", "/dev/null", "--wrap", script])
     assert submit.returncode == 0, submit.stderr
     job = submit.stdout.split()[-1]
