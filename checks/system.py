@@ -64,6 +64,7 @@ def shm_size(facts: NodeFacts) -> Iterator[Finding]:
         "node.no_python": "no usable Python interpreter on the node to run the probe",
         "node.probe_failed": "the probe ran but failed on the node",
         "node.bad_capture": "the node answered with something that is not a probe capture",
+        "node.launch_failed": "the launcher (srun) could not start the probe on the node",
         "ssh.refused": "nothing listens on the node's SSH port (sshd down or another port)",
         "ssh.timeout": "the node's SSH port did not answer in time (down, firewalled, routed away)",
         "ssh.unreachable": "the network reports the node unreachable (no route, link down)",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import sys
 import traceback
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,14 +45,17 @@ from doctor.output import (
 )
 from doctor.plugin import CheckSpec
 from doctor.progress import Progress
+from doctor.prolog import run_prolog
 from doctor.reference import render_reference
 from doctor.registry import PluginError, load_checks, select
 from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.runner import run_checks
 from doctor.stages.run import RemoteOptions, gather_cluster, stage_sections, transport_for
 from doctor.topo.command import TopoFormat, run_topo
-from doctor.transport import Transport
+from doctor.transport import BatchTransport, Transport
 from doctor.transport.local import LocalTransport
+from doctor.transport.srun import in_allocation
+from doctor.transport.srun import slurm_nodes as slurm_nodes_of
 from doctor.transport.ssh import SshOptions
 
 app = typer.Typer(
@@ -64,6 +69,14 @@ checks_app = typer.Typer(help="List the checks.", no_args_is_help=True)
 app.add_typer(checks_app, name="checks")
 baseline_app = typer.Typer(help="Save a known-good node to judge drift by.", no_args_is_help=True)
 app.add_typer(baseline_app, name="baseline")
+
+
+class Launcher(str, enum.Enum):
+    auto = "auto"
+    local = "local"
+    srun = "srun"
+
+
 SelectOpt = Annotated[
     list[str] | None, typer.Option("--select", help="Run only checks with this id or prefix.")
 ]
@@ -188,7 +201,10 @@ def _checks(include: list[str] | None, exclude: list[str] | None) -> list[CheckS
 
 
 def _gather(
-    nodes: list[Node], transport: Transport, spec: dict[str, Any], options: RemoteOptions
+    nodes: list[Node],
+    transport: Transport | BatchTransport,
+    spec: dict[str, Any],
+    options: RemoteOptions,
 ) -> ClusterFacts:
     """Probe the nodes and run the cross-node stages, with live per-node progress on stderr."""
     settings = ui()
@@ -236,6 +252,23 @@ def preflight(
     mesh: MeshOpt = True,
     reach: ReachOpt = True,
     master: MasterAddrOpt = None,
+    launcher: Annotated[
+        Launcher,
+        typer.Option(help="How to reach the nodes; auto uses srun inside a SLURM allocation."),
+    ] = Launcher.auto,
+    slurm_nodes: Annotated[
+        str | None, typer.Option("--slurm-nodes", help="SLURM nodes to probe, e.g. gpu[01-16].")
+    ] = None,
+    partition: Annotated[
+        str | None, typer.Option("--partition", help="Probe the nodes of this SLURM partition.")
+    ] = None,
+    local: Annotated[bool, typer.Option("--local", help="Check only this node.")] = False,
+    prolog: Annotated[
+        bool,
+        typer.Option(
+            "--prolog", help="With --local: a SLURM Prolog; exit 1 (drain) with one reason line."
+        ),
+    ] = False,
     run_allreduce: Annotated[
         bool, typer.Option("--allreduce/--no-allreduce", help="End with a real allreduce.")
     ] = True,
@@ -244,15 +277,36 @@ def preflight(
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
     opts = OutputOptions(fmt, json_file, junit_file, markdown_file, redact, fail_on)
-    parse_fail_on(fail_on)
+    threshold = parse_fail_on(fail_on)
     specs = _checks(include, exclude)
+    if prolog:
+        if not local:
+            raise UsageError("--prolog checks only this node: use it with --local")
+        return run_prolog(specs, threshold)
+    srun = launcher is Launcher.srun or slurm_nodes or partition
+    if local and srun:
+        raise UsageError("--local checks only this node: drop --launcher srun/--slurm-nodes")
     spec = probe_spec(specs, deadline=deadline, torch=torch)
-    nodes, options = _remote(
-        hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
-        connect_timeout, python, mesh, master, reach,
-    )  # fmt: skip
+    remote_given = bool(hosts or hostfile or slurm)
+    if local and remote_given:
+        raise UsageError("--local checks only this node: drop -H/--hostfile/--slurm")
+    if (
+        not local
+        and not remote_given
+        and (srun or (launcher is Launcher.auto and in_allocation(os.environ)))
+    ):
+        # The scheduler is the transport: one srun step reaches every node of the allocation.
+        nodes, batch = slurm_nodes_of(slurm_nodes, partition, os.environ)
+        options = RemoteOptions(python=python, mesh=False, reach=False)
+        reach_nodes: AbstractContextManager[Transport | BatchTransport] = nullcontext(batch)
+    else:
+        nodes, options = _remote(
+            hosts, hostfile, slurm, ssh_config, ssh_port, identity, known_hosts, accept_new,
+            connect_timeout, python, mesh, master, reach,
+        )  # fmt: skip
+        reach_nodes = transport_for(nodes, options.ssh)
     stage = None
-    with transport_for(nodes, options.ssh) as transport:
+    with reach_nodes as transport:
         cluster = _gather(nodes, transport, spec, options)
         if run_allreduce:  # last, over the same connections
             request = build_request(nodes, cluster, backend=backend, port=port, python=python)

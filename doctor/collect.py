@@ -14,7 +14,7 @@ from doctor.facts.cluster import ClusterFacts, NodeFailure
 from doctor.facts.node import parse_node
 from doctor.inventory import Node
 from doctor.plugin import CheckSpec
-from doctor.transport import Transport
+from doctor.transport import BatchTransport, ExecResult, Transport
 
 # The probe answers by its own deadline; the transport waits a little longer for the bytes.
 TRANSPORT_GRACE = 5.0
@@ -76,6 +76,11 @@ def probe_node(
     result = transport.execute(
         node, probe_argv(interpreter, spec), probe_source(), spec["deadline"] + TRANSPORT_GRACE
     )
+    return interpret(node, result)
+
+
+def interpret(node: Node, result: ExecResult | NodeFailure) -> Capture | NodeFailure:
+    """What the probe's run on a node amounts to: its capture, or why there is none."""
     if isinstance(result, NodeFailure):
         return result
     if result.rc != 0:
@@ -90,7 +95,7 @@ def probe_node(
 
 def gather(
     nodes: list[Node],
-    transport: Transport,
+    transport: Transport | BatchTransport,
     spec: dict[str, Any],
     *,
     python: str | None = None,
@@ -99,6 +104,19 @@ def gather(
 ) -> dict[str, Capture | NodeFailure]:
     """Probe every node in parallel (bounded pool); results in inventory order."""
     results: dict[str, Capture | NodeFailure] = {}
+    if isinstance(transport, BatchTransport):
+        # One launch reaches every node (srun); each finds its own Python as over SSH.
+        answers = transport.execute_all(
+            nodes,
+            probe_argv(python, spec),
+            probe_source(),
+            spec["deadline"] + TRANSPORT_GRACE,
+        )
+        for node in nodes:
+            results[node.name] = interpret(node, answers[node.name])
+            if on_done:
+                on_done(node.name, results[node.name])
+        return results
 
     def one(node: Node) -> None:
         outcome = probe_node(node, transport, spec, python)

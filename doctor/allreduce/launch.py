@@ -25,8 +25,9 @@ import paramiko
 
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
-from doctor.transport import Transport
+from doctor.transport import BatchTransport, Transport
 from doctor.transport.local import spawn
+from doctor.transport.srun import SrunTransport
 from doctor.transport.ssh import SshTransport, remote_command, split_pid
 
 # Reads exactly the worker's source from stdin and runs it; what stays on stdin is the lifeline.
@@ -225,8 +226,12 @@ def _read_stderr(worker: Worker) -> None:
                 del worker.stderr[STDERR_LIMIT // 2 : len(worker.stderr) - STDERR_LIMIT // 2]
 
 
-def launcher_for(transport: Transport) -> Launcher:
-    """Ranks go where the probe went: over its SSH connections, or on this machine."""
+def launcher_for(transport: Transport | BatchTransport) -> Launcher:
+    """Ranks go where the probe went: over its SSH connections, through srun, or here."""
     if isinstance(transport, SshTransport):
         return SshLauncher(transport)
+    if isinstance(transport, SrunTransport):
+        from doctor.allreduce.srun import SrunLauncher  # that module builds on this one
+
+        return SrunLauncher()
     return LocalLauncher()

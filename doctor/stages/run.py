@@ -17,7 +17,7 @@ from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.stages.mesh import run_mesh
 from doctor.stages.reach import run_reach
-from doctor.transport import Transport
+from doctor.transport import BatchTransport, Transport
 from doctor.transport.local import LocalTransport
 from doctor.transport.ssh import SshOptions, SshTransport
 
@@ -49,7 +49,7 @@ def master_addr(nodes: list[Node], given: str | None) -> str:
 
 def gather_cluster(
     nodes: list[Node],
-    transport: Transport,
+    transport: Transport | BatchTransport,
     spec: dict[str, Any],
     options: RemoteOptions,
     on_done: Callable[[str, Capture | NodeFailure], None] | None = None,
@@ -58,17 +58,20 @@ def gather_cluster(
     nodes, run the SSH mesh at the same time over the same connections; then test TCP
     reachability on the interfaces the probe found."""
     remote = not all(n.local for n in nodes)
+    # The mesh and reachability stages run one command per node; a batch transport (srun: one
+    # step for all nodes) has no such call, so through srun only the probe runs.
+    per_node = None if isinstance(transport, BatchTransport) else transport
     master = master_addr(nodes, options.master_addr) if remote else None
     if master is not None:
         spec = {**spec, "resolve": sorted({*(n.name for n in nodes), master})}
     with ThreadPoolExecutor(max_workers=2) as pool:
         mesh = None
-        if remote and options.mesh and len(nodes) > 1:
+        if per_node is not None and remote and options.mesh and len(nodes) > 1:
             mesh = pool.submit(
                 run_mesh,
                 nodes,
                 nodes,
-                transport,
+                per_node,
                 connect_timeout=options.mesh_connect_timeout,
                 python=options.python,
                 workers=options.workers,
@@ -84,9 +87,9 @@ def gather_cluster(
             # An unreachable node is reported once, by node.reach, not again as a mesh source.
             not_run = {k: v for k, v in done.not_run.items() if k not in cluster.failures}
             cluster.ssh_mesh = SshMesh(done.nodes, done.links, not_run)
-    if remote and options.reach and len(cluster.nodes) > 1:
+    if per_node is not None and remote and options.reach and len(cluster.nodes) > 1:
         cluster.reachability = run_reach(
-            cluster, nodes, transport, python=options.python, workers=options.workers
+            cluster, nodes, per_node, python=options.python, workers=options.workers
         )
     return cluster
 

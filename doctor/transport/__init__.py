@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
@@ -22,4 +23,15 @@ class Transport(Protocol):
         self, node: Node, argv: list[str], stdin: bytes, timeout: float
     ) -> ExecResult | NodeFailure:
         """Run ``argv`` on ``node`` with ``stdin``; a node problem is a NodeFailure, not a raise."""
+        ...
+
+
+@runtime_checkable
+class BatchTransport(Protocol):
+    """A launcher that runs one command on many nodes at once (srun), not one call per node."""
+
+    def execute_all(
+        self, nodes: Sequence[Node], argv: list[str], stdin: bytes, timeout: float
+    ) -> dict[str, ExecResult | NodeFailure]:
+        """Run ``argv`` on every node; every node gets a result or a NodeFailure, never a raise."""
         ...

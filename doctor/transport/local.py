@@ -6,19 +6,21 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
 from doctor.transport import ExecResult
 
 
-def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``argv`` with pipes, in its own session, so one kill takes everything it started."""
     return subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=None if env is None else dict(env),
         start_new_session=True,
     )
 

@@ -1,0 +1,48 @@
+"""Allreduce ranks through srun: each rank a one-task step on its node.
+
+Killing srun alone leaves its task running on the node, so a rank's ``kill`` first scancels its
+step (found by a name unique to it), then kills srun here. srun runs in the doctor's own
+environment, so inside an allocation the ranks are steps of it (``--overlap``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from doctor.allreduce.launch import LocalLauncher, LocalProcess, Process
+from doctor.inventory import Node
+from doctor.transport.srun import cancel, job_name, slurm_tool, step_options
+
+# Seconds a rank's step may wait for its node when srun must make an allocation of its own.
+STEP_TIMEOUT = 60.0
+
+
+class SrunProcess(LocalProcess):
+    def __init__(self, proc: subprocess.Popen[bytes], name: str) -> None:
+        super().__init__(proc)
+        self.name = name
+
+    def kill(self) -> None:
+        cancel(self.name, os.environ)
+        super().kill()
+
+
+class SrunLauncher:
+    """Starts each rank with ``srun --nodes=1 --ntasks=1 --nodelist=<node>``."""
+
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        name = job_name()
+        srun = [
+            slurm_tool("srun"),
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={node.name}",
+            *step_options(os.environ, name, STEP_TIMEOUT),
+            *argv,
+        ]
+        started = LocalLauncher().start(node, srun, stdin)
+        if isinstance(started, str):
+            return started
+        assert isinstance(started, LocalProcess)
+        return SrunProcess(started.proc, name)
