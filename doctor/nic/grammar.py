@@ -8,6 +8,7 @@ can predict the library's behaviour *and* say that the value is malformed.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 
 # NCCL: struct netIf { char prefix[64]; int port; } and MAX_IFS = 16 entries
@@ -79,16 +80,13 @@ def parse_nccl_list(text: str) -> NcclList:
     return NcclList(text, exclude, exact, tuple(tokens), tuple(problems))
 
 
+# C atoi(): C-locale white space, one optional sign, ASCII digits; 0 when there are none.
+_ATOI = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+
+
 def _atoi(text: str) -> int:
-    """C atoi(): leading digits (after an optional sign), 0 when there are none."""
-    text = text.lstrip()
-    sign = -1 if text.startswith("-") else 1
-    digits = ""
-    for ch in text.lstrip("+-"):
-        if not ch.isdigit():
-            break
-        digits += ch
-    return sign * int(digits) if digits else 0
+    m = _ATOI.match(text)
+    return int(m.group(1)) if m else 0
 
 
 def nccl_list_active(text: str | None) -> bool:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import factkit as fk
-
 from checks.gpu import gpu_driver
 from doctor.model import Missing, Status
 from doctor.runner import run_checks
+from tests import factkit as fk
 
 
 def outcome(facts):

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import factkit as fk
-
 from checks.nccl import nccl_libraries, nccl_torch_vs_system
 from doctor.capture import Capture
 from doctor.facts.node import parse_node
 from doctor.model import Missing, Status
 from doctor.runner import run_checks
+from tests import factkit as fk
 
 
 def run(check, facts):

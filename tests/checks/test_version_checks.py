@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import factkit as fk
-
 from checks.versions import driver_drift, nccl_drift, nccl_settings_drift, software_drift
 from doctor.facts.nccl import NcclConf
 from doctor.model import Missing, Status
 from doctor.runner import run_checks
+from tests import factkit as fk
 
 
 def findings(check, *nodes, baseline=None):

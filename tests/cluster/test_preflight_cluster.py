@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -19,9 +20,12 @@ pytestmark = pytest.mark.cluster
 
 def preflight(c, capsys, *extra: str) -> tuple[int, dict]:
     capsys.readouterr()
+    # The nodes' login python3 is Debian's, without torch; name the one that has it, as users
+    # do with --python, so that preflight's closing allreduce can run.
     rc = main(
-        ["preflight", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config), "-f", "json", *extra]
-    )
+        ["preflight", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config), "-f", "json",
+         "--python", sys.executable, *extra]
+    )  # fmt: skip
     report = json.loads(capsys.readouterr().out)
     validate(report)  # every report these tests see keeps the shipped schema
     return rc, report
@@ -125,14 +129,16 @@ def test_name_missing_on_one_node(new_cluster, capsys):
 
 def test_different_version_on_one_node_is_named(new_cluster, capsys, tmp_path):
     c = new_cluster(3)
-    # The site-packages of the python3 a login on the node finds (what the probe runs with).
-    site = c.ssh("node2", "python3 -c 'import site; print(site.getsitepackages()[0])'").stdout
+    # The site-packages of the interpreter the probe runs with on the node (--python).
+    site = c.ssh(
+        "node2", f"{sys.executable} -c 'import site; print(site.getsitepackages()[0])'"
+    ).stdout
     fake = tmp_path / "site"
     meta = fake / "cluster_doctor-0.0.9.dist-info"
     meta.mkdir(parents=True)
     (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: cluster-doctor\nVersion: 0.0.9\n")
     c.bind_mount("node2", fake, site.strip())
-    # The mount hides node2's torch too; the allreduce would rightly fail, which is not this test.
+    # The mount hides node2's torch; the allreduce would rightly fail, which is not this test.
     rc, report = preflight(c, capsys, "--no-allreduce")
     assert rc == 0  # a warning: the probe that ran is the controller's own
     [f] = [f for f in report["findings"] if f["code"] == "doctor.version_differs"]

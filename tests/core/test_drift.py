@@ -5,7 +5,9 @@ import dataclasses
 from doctor.drift import drift_findings
 from doctor.facts.node import NodeFacts
 from doctor.model import Missing
-from tests.core.factories import cluster, node
+from tests.factkit import cluster, real
+
+CAPTURE = "cpu-torch-wheel"  # a real capture of a CPU machine
 
 
 def kernel(facts: NodeFacts) -> str | Missing:
@@ -13,7 +15,7 @@ def kernel(facts: NodeFacts) -> str | Missing:
 
 
 def with_kernel(name: str, version: str) -> NodeFacts:
-    base = node(name)
+    base = real(CAPTURE, name)
     assert not isinstance(base.system, Missing)
     return dataclasses.replace(base, system=dataclasses.replace(base.system, kernel=version))
 
@@ -40,5 +42,5 @@ def test_baseline_wins_over_majority() -> None:
 
 
 def test_missing_values_are_left_out_not_counted() -> None:
-    c = cluster(with_kernel("a", "6.1"), node("b", system=Missing("x")))
+    c = cluster(with_kernel("a", "6.1"), real(CAPTURE, "b", system=Missing("x")))
     assert list(drift_findings(c, kernel, code="t.kernel", what="kernel")) == []

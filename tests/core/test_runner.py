@@ -8,7 +8,9 @@ from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Missing, Severity, Status
 from doctor.plugin import cluster_check, need, node_check
 from doctor.runner import merge_findings, run_checks
-from tests.core.factories import cluster, node
+from tests.factkit import cluster, real
+
+CAPTURE = "cpu-torch-wheel"  # a real capture of a CPU machine
 
 
 @node_check("t.boom", "raises", codes={})
@@ -39,14 +41,16 @@ def cluster_wide(c: ClusterFacts) -> Iterator[Finding]:
 
 
 def test_a_raising_check_is_a_crash_outcome_not_a_crash() -> None:
-    [outcome] = run_checks([boom], cluster(node("a")))
+    [outcome] = run_checks([boom], cluster(real(CAPTURE, "a")))
     assert outcome.status is Status.CRASH
     assert "RuntimeError: parser bug" in outcome.reason
 
 
 def test_missing_needed_area_skips_with_the_reason() -> None:
     gone = Missing("statvfs(/dev/shm) failed", "unreadable")
-    outcomes = run_checks([needs_limits], cluster(node("a"), node("b", limits=gone)))
+    outcomes = run_checks(
+        [needs_limits], cluster(real(CAPTURE, "a"), real(CAPTURE, "b", limits=gone))
+    )
     by_node = {o.node: o for o in outcomes}
     assert by_node["a"].status is Status.WARN
     assert by_node["b"].status is Status.SKIP
@@ -54,17 +58,19 @@ def test_missing_needed_area_skips_with_the_reason() -> None:
 
 
 def test_need_inside_a_check_skips() -> None:
-    [outcome] = run_checks([need_call], cluster(node("a", system=Missing("no uname"))))
+    [outcome] = run_checks([need_call], cluster(real(CAPTURE, "a", system=Missing("no uname"))))
     assert outcome.status is Status.SKIP and outcome.reason == "system: no uname"
 
 
 def test_undeclared_code_is_refused() -> None:
-    [outcome] = run_checks([undeclared], cluster(node("a")))
+    [outcome] = run_checks([undeclared], cluster(real(CAPTURE, "a")))
     assert outcome.status is Status.CRASH and "t.other" in outcome.reason
 
 
 def test_node_findings_get_check_and_node_and_merge_across_nodes() -> None:
-    outcomes = run_checks([needs_limits, cluster_wide], cluster(node("n1"), node("n2")))
+    outcomes = run_checks(
+        [needs_limits, cluster_wide], cluster(real(CAPTURE, "n1"), real(CAPTURE, "n2"))
+    )
     merged = merge_findings(outcomes)
     warn = next(f for f in merged if f.code == "t.x")
     assert warn.check == "t.needs" and warn.nodes == ("n1", "n2")
@@ -72,7 +78,7 @@ def test_node_findings_get_check_and_node_and_merge_across_nodes() -> None:
 
 
 def test_different_summaries_stay_separate() -> None:
-    outcomes = run_checks([needs_limits], cluster(node("n1"), node("n2")))
+    outcomes = run_checks([needs_limits], cluster(real(CAPTURE, "n1"), real(CAPTURE, "n2")))
     changed = dataclasses.replace(
         outcomes[1],
         findings=(dataclasses.replace(outcomes[1].findings[0], summary="other"),),

@@ -25,6 +25,22 @@ VALUES = st.text(ALPHABET, max_size=40)
 NAMES = st.text(st.sampled_from(list("eth01ib_")), min_size=1, max_size=6)
 
 
+def c_atoi(text: str) -> int:
+    """atoi() as C's runtime reads it: skip C white space, one sign, then ASCII digits."""
+    i = 0
+    while i < len(text) and text[i] in " \t\n\v\f\r":
+        i += 1
+    sign = 1
+    if i < len(text) and text[i] in "+-":
+        sign = -1 if text[i] == "-" else 1
+        i += 1
+    value = 0
+    while i < len(text) and "0" <= text[i] <= "9":
+        value = value * 10 + ord(text[i]) - ord("0")
+        i += 1
+    return sign * value
+
+
 def reference_tokens(value: str) -> list[tuple[str, int]]:
     """A character-by-character port of NCCL's parseStringList() loop (src/misc/utils.cc),
     after ncclOsFindInterfaces() has stripped one '^' and then one '='."""
@@ -40,12 +56,7 @@ def reference_tokens(value: str) -> list[tuple[str, int]]:
         c = text[i]
         if c == ":":
             if cur:
-                digits = ""
-                for d in text[i + 1 :]:
-                    if not d.isdigit():
-                        break
-                    digits += d
-                out.append((cur, int(digits) if digits else 0))
+                out.append((cur, c_atoi(text[i + 1 :])))
                 cur = ""
             while text[i] not in ",\0":
                 i += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from doctor.facts.pci import PciDevice
 from doctor.facts.system import SystemFacts
 from doctor.model import Missing
 
-CAPTURES = Path(__file__).parent.parent / "fixtures" / "captures"
+CAPTURES = Path(__file__).parent / "fixtures" / "captures"
 NOT_HERE = Missing("not part of this test", "unsupported")
 WHEEL = "/py/site-packages/nvidia/nccl/lib/libnccl.so.2"
 SYSTEM = "/usr/lib/x86_64-linux-gnu/libnccl.so.2.18.3"
@@ -35,9 +36,13 @@ def raw(name: str) -> dict[str, Any]:
     return json.loads((CAPTURES / f"{name}.json").read_text())
 
 
-def real(name: str, node: str = "vm", raw_capture: dict[str, Any] | None = None) -> NodeFacts:
-    """The facts of a real capture (or of ``raw_capture``, an edited copy of one)."""
-    return parse_node(node, Capture(raw_capture if raw_capture is not None else raw(name)))
+def real(
+    name: str, node: str = "vm", raw_capture: dict[str, Any] | None = None, **areas: Any
+) -> NodeFacts:
+    """The facts of a real capture (or of ``raw_capture``, an edited copy of one), with the
+    given areas replaced."""
+    facts = parse_node(node, Capture(raw_capture if raw_capture is not None else raw(name)))
+    return dataclasses.replace(facts, **areas)
 
 
 def cluster(*nodes: NodeFacts, baseline: NodeFacts | None = None) -> ClusterFacts:

@@ -7,16 +7,15 @@ from typing import Any
 from checks.cluster import clock_skew, doctor_version, identity_unique, names_resolve, slots_gpus
 from checks.system import node_reach
 from doctor import __version__
-from doctor.capture import Capture
 from doctor.facts.cluster import ClusterFacts, NodeFailure
 from doctor.facts.node import NodeFacts
-from doctor.facts.pci import PciDevice
 from doctor.facts.peers import PeerFacts
 from doctor.facts.system import SystemFacts
 from doctor.inventory import Node
 from doctor.model import Missing
 from doctor.plugin import Skip
 from doctor.runner import run_checks
+from tests import factkit as fk
 
 ADDR = {"n1": "198.18.0.1", "n2": "198.18.0.2", "n3": "198.18.0.3"}
 
@@ -41,20 +40,7 @@ def node(
     peers = PeerFacts(
         {k: v if isinstance(v, Missing) else tuple(v) for k, v in resolved.items()}, version
     )
-    gpu = PciDevice("0000:17:00.0", 0x10DE, 0x2330, 0x030200, "nvidia", 0, "0-7", ("0000:17:00.0",))
-    absent = Missing("not part of this test")
-    return NodeFacts(
-        node=name,
-        capture=Capture({"probe": {}}),
-        system=system,
-        limits=absent,
-        env=env or {},
-        pci=[gpu] * gpus,
-        net=absent,
-        rdma=absent,
-        nccl=absent,
-        peers=peers,
-    )
+    return fk.node(name, system=system, env=env or {}, pci=[fk.gpu()] * gpus, peers=peers)
 
 
 def cluster(*nodes: NodeFacts, slots: dict[str, int] | None = None) -> ClusterFacts:
