@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,18 @@ def real(
     given areas replaced."""
     facts = parse_node(node, Capture(raw_capture if raw_capture is not None else raw(name)))
     return dataclasses.replace(facts, **areas)
+
+
+@cache
+def _live_raw() -> dict[str, Any]:
+    from tests.conftest import run_probe
+
+    return run_probe()
+
+
+def live(node: str = "vm", **areas: Any) -> NodeFacts:
+    """This machine's facts, probed now (once per test run), with the given areas replaced."""
+    return real("", node, _live_raw(), **areas)
 
 
 def cluster(*nodes: NodeFacts, baseline: NodeFacts | None = None) -> ClusterFacts:

@@ -12,7 +12,7 @@ from doctor.facts.rdma import parse_rate, parse_rdma, parse_state
 from doctor.nic.config import Setting
 from doctor.nic.nccl import ib_choice
 from doctor.plugin import Skip
-from tests.core.factories import node
+from tests.factkit import live as node
 from tests.nic.ib_capture import ib_raw
 
 
