@@ -52,11 +52,10 @@ from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, 
 from doctor.runner import run_checks
 from doctor.stages.run import RemoteOptions, gather_cluster, stage_sections, transport_for
 from doctor.topo.command import TopoFormat, run_topo
-from doctor.transport import BatchTransport, Transport
+from doctor.transport import BatchTransport, SshOptions, Transport
 from doctor.transport.local import LocalTransport
 from doctor.transport.srun import in_allocation
 from doctor.transport.srun import slurm_nodes as slurm_nodes_of
-from doctor.transport.ssh import SshOptions
 
 app = typer.Typer(
     name="doctor",

@@ -2,8 +2,8 @@
 
 A launcher starts one program on a node and hands back a ``Process``: its stdout lines, its
 stderr, a way to close its stdin (the worker's lifeline) and a way to kill its process group.
-``LocalLauncher`` runs on this machine; ``SshLauncher`` runs over the SSH transport's
-connections, streaming, so the controller sees every phase as it happens.
+``LocalLauncher`` runs on this machine; ``SshLauncher`` (ssh_launch.py) runs over the SSH
+transport's connections, streaming, so the controller sees every phase as it happens.
 """
 
 from __future__ import annotations
@@ -21,14 +21,10 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any, Protocol
 
-import paramiko
-
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
 from doctor.transport import BatchTransport, Transport
-from doctor.transport.local import spawn
+from doctor.transport.local import LocalTransport, spawn
 from doctor.transport.srun import SrunTransport
-from doctor.transport.ssh import SshTransport, remote_command, split_pid
 
 # Reads exactly the worker's source from stdin and runs it; what stays on stdin is the lifeline.
 BOOT = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'allreduce-worker','exec'))"
@@ -108,60 +104,6 @@ class LocalLauncher:
         return LocalProcess(proc)
 
 
-class SshProcess:
-    def __init__(self, transport: SshTransport, node: Node, chan: paramiko.Channel) -> None:
-        self.transport, self.node, self.chan = transport, node, chan
-        self.pid: int | None = None
-
-    def stdout_lines(self) -> Iterator[bytes]:
-        yield from self.chan.makefile("rb")
-
-    def stderr_chunks(self) -> Iterator[bytes]:
-        first = True
-        for chunk in iter(lambda: self.chan.recv_stderr(CHUNK), b""):
-            if first:  # the remote wrapper announces the process group's pid first
-                self.pid, chunk = split_pid(chunk)
-                first = False
-            yield chunk
-
-    def close_stdin(self) -> None:
-        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
-            self.chan.shutdown_write()
-
-    def kill(self) -> None:
-        if not self.chan.exit_status_ready():
-            # The group kill, and the lifeline (stdin EOF) for a worker whose pid never arrived;
-            # its exit status coming back is the proof it is gone from the node.
-            self.transport.kill_group(self.node, self.pid)
-            self.close_stdin()
-            self.chan.status_event.wait(KILL_WAIT)
-        self.chan.close()
-
-    def exit_code(self) -> int | None:
-        if not self.chan.status_event.wait(KILL_WAIT):
-            return None
-        return self.chan.recv_exit_status()
-
-
-class SshLauncher:
-    """Ranks on remote nodes over the SSH transport's cached connections."""
-
-    def __init__(self, transport: SshTransport, timeout: float = 10.0) -> None:
-        self.transport, self.timeout = transport, timeout
-
-    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
-        chan = self.transport.session(node, self.timeout)
-        if isinstance(chan, NodeFailure):
-            return chan.summary
-        try:
-            chan.exec_command(remote_command(argv))
-            chan.sendall(stdin)
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            chan.close()
-            return f"SSH session to {node.name} failed: {exc}"
-        return SshProcess(self.transport, node, chan)
-
-
 @dataclass
 class Event:
     """One JSON line from a rank (``data`` None: its stdout closed), stamped on arrival."""
@@ -203,7 +145,7 @@ def start(
 
 
 def _read_stdout(worker: Worker, events: queue.Queue[Event]) -> None:
-    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+    with contextlib.suppress(OSError, EOFError):
         for raw in worker.process.stdout_lines():
             line = raw.decode("utf-8", "replace").strip()
             try:
@@ -218,7 +160,7 @@ def _read_stdout(worker: Worker, events: queue.Queue[Event]) -> None:
 
 
 def _read_stderr(worker: Worker) -> None:
-    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+    with contextlib.suppress(OSError, EOFError):
         for chunk in worker.process.stderr_chunks():
             worker.stderr.extend(chunk)
             if len(worker.stderr) > STDERR_LIMIT:
@@ -227,11 +169,15 @@ def _read_stderr(worker: Worker) -> None:
 
 
 def launcher_for(transport: Transport | BatchTransport) -> Launcher:
-    """Ranks go where the probe went: over its SSH connections, through srun, or here."""
-    if isinstance(transport, SshTransport):
-        return SshLauncher(transport)
+    """Ranks go where the probe went: here, through srun, or over its SSH connections."""
+    # The srun and SSH launchers build on this module, and SSH costs a paramiko import (0.2 s)
+    # that a run on this machine alone need not pay: both are imported only when used.
+    if isinstance(transport, LocalTransport):
+        return LocalLauncher()
     if isinstance(transport, SrunTransport):
-        from doctor.allreduce.srun import SrunLauncher  # that module builds on this one
+        from doctor.allreduce.srun import SrunLauncher
 
         return SrunLauncher()
-    return LocalLauncher()
+    from doctor.allreduce.ssh_launch import SshLauncher
+
+    return SshLauncher(transport)  # type: ignore[arg-type]

@@ -17,9 +17,8 @@ from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.stages.mesh import run_mesh
 from doctor.stages.reach import run_reach
-from doctor.transport import BatchTransport, Transport
+from doctor.transport import BatchTransport, SshOptions, Transport
 from doctor.transport.local import LocalTransport
-from doctor.transport.ssh import SshOptions, SshTransport
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,8 @@ def transport_for(nodes: list[Node], ssh: SshOptions) -> Iterator[Transport]:
     if all(n.local for n in nodes):
         yield LocalTransport()
         return
+    from doctor.transport.ssh import SshTransport  # paramiko (0.2 s) only when a node is remote
+
     with SshTransport(ssh) as transport:
         yield transport
 

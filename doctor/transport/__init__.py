@@ -35,3 +35,15 @@ class BatchTransport(Protocol):
     ) -> dict[str, ExecResult | NodeFailure]:
         """Run ``argv`` on every node; every node gets a result or a NodeFailure, never a raise."""
         ...
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    connect_timeout: float = 10.0
+    keepalive: int = 5
+    accept_new_host_keys: bool = False
+    # known_hosts files read (the first one also receives accepted new keys); empty: OpenSSH's
+    # defaults, ~/.ssh/known_hosts and /etc/ssh/ssh_known_hosts.
+    known_hosts: tuple[str, ...] = ()
+    identity_files: tuple[str, ...] = ()
+    user: str | None = None

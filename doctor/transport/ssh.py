@@ -21,23 +21,11 @@ import paramiko
 
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
-from doctor.transport import ExecResult
+from doctor.transport import ExecResult, SshOptions
 
 # Written first on stderr by the remote wrapper: the pid of the session leader, so that a command
 # that outlives its deadline can be killed on the node with its whole process group.
 PID_MARK = b"doctor-pid:"
-
-
-@dataclass(frozen=True)
-class SshOptions:
-    connect_timeout: float = 10.0
-    keepalive: int = 5
-    accept_new_host_keys: bool = False
-    # known_hosts files read (the first one also receives accepted new keys); empty: OpenSSH's
-    # defaults, ~/.ssh/known_hosts and /etc/ssh/ssh_known_hosts.
-    known_hosts: tuple[str, ...] = ()
-    identity_files: tuple[str, ...] = ()
-    user: str | None = None
 
 
 class HostKeyUnknown(paramiko.SSHException):

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from doctor.allreduce.launch import SshLauncher
 from doctor.allreduce.plan import Deadlines
+from doctor.allreduce.ssh_launch import SshLauncher
 from doctor.allreduce.stage import Request, StageResult, run_stage
 from doctor.cli import main
 from doctor.inventory import build_inventory
 from doctor.model import Finding
-from doctor.transport.ssh import SshOptions, SshTransport
+from doctor.transport import SshOptions
+from doctor.transport.ssh import SshTransport
 from tests.cluster.harness import Cluster, make_cluster
 from tests.cluster.netns import sh
 

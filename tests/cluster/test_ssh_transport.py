@@ -10,8 +10,8 @@ import pytest
 from doctor.collect import gather, probe_spec
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node, build_inventory
-from doctor.transport import ExecResult
-from doctor.transport.ssh import SshOptions, SshTransport
+from doctor.transport import ExecResult, SshOptions
+from doctor.transport.ssh import SshTransport
 
 pytestmark = pytest.mark.cluster
 
