@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from functools import cache
-from importlib.resources import files
 from typing import Any
 
 from rich.console import Console
@@ -33,15 +31,6 @@ def explain_json(result: Explanation) -> dict[str, Any]:
         "summary": {str(s): sum(1 for f in found if f.severity is s) for s in Severity},
         "context": context(result),
     }
-
-
-@cache
-def schema() -> dict[str, Any]:
-    """The shipped schema of the JSON document (its findings follow the report's finding)."""
-    loaded: dict[str, Any] = json.loads(
-        files("doctor.explain").joinpath("explain.schema.json").read_text()
-    )
-    return loaded
 
 
 def render_explain_json(result: Explanation) -> str:

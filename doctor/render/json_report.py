@@ -1,4 +1,4 @@
-"""The JSON report and its shipped schema."""
+"""The JSON report and the shipped schemas (doctor/schema/<name>.schema.json)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from doctor.report import Report
 
 
 @cache
-def schema() -> dict[str, Any]:
+def schema(name: str = "report") -> dict[str, Any]:
+    """A shipped JSON Schema: "report" (every report) or "explain" (doctor explain's document)."""
     loaded: dict[str, Any] = json.loads(
-        files("doctor").joinpath("schema/report.schema.json").read_text()
+        files("doctor").joinpath(f"schema/{name}.schema.json").read_text()
     )
     return loaded
 

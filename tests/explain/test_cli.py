@@ -13,8 +13,7 @@ import jsonschema
 import pytest
 
 from doctor.cli import main
-from doctor.explain.render import schema as explain_schema
-from doctor.render.json_report import schema as report_schema
+from doctor.render.json_report import schema
 from tests.explain.fixtures import LOGS, body
 
 
@@ -88,8 +87,8 @@ def test_json_follows_the_shipped_schemas(name: str, capsys: pytest.CaptureFixtu
     rc, out, _ = run(["--format", "json", str(LOGS / name)], capsys)
     doc = json.loads(out)
     assert rc == 0
-    jsonschema.validate(doc, explain_schema())
-    finding_schema = {"$defs": report_schema()["$defs"], "$ref": "#/$defs/finding"}
+    jsonschema.validate(doc, schema("explain"))
+    finding_schema = {"$defs": schema()["$defs"], "$ref": "#/$defs/finding"}
     for finding in doc["findings"]:
         jsonschema.validate(finding, finding_schema)
 
