@@ -10,7 +10,7 @@ import paramiko
 from doctor.allreduce.launch import CHUNK, KILL_WAIT, Process
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
-from doctor.transport.ssh import SshTransport, remote_command, split_pid
+from doctor.transport.ssh import SshTransport, remote_command, send_stdin, split_pid
 
 
 class SshProcess:
@@ -62,7 +62,7 @@ class SshLauncher:
             return chan.summary
         try:
             chan.exec_command(remote_command(argv))
-            chan.sendall(stdin)
+            send_stdin(chan, stdin)
         except (OSError, EOFError, paramiko.SSHException) as exc:
             chan.close()
             return f"SSH session to {node.name} failed: {exc}"

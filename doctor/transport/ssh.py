@@ -77,6 +77,20 @@ def split_pid(stderr: bytes) -> tuple[int | None, bytes]:
         return None, stderr
 
 
+def send_stdin(chan: paramiko.Channel, data: bytes) -> None:
+    """Write ``data`` to the remote command's stdin.
+
+    A command that exits without reading it (``/nonexistent/python3``: exit 127 at once) closes
+    the channel under the write. That is not a transport failure: its exit status and stderr,
+    already received, say what happened, so the caller goes on to read them.
+    """
+    try:
+        chan.sendall(data)
+    except OSError:
+        if not chan.closed:
+            raise
+
+
 @dataclass
 class SshTransport:
     """One cached SSH connection per node, opened on first use; ``close()`` ends them all."""
@@ -243,8 +257,7 @@ class SshTransport:
                 return self._fail(node, "ssh.error", "the SSH connection dropped")
             chan = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
             chan.exec_command(remote_command(argv))
-            if stdin:
-                chan.sendall(stdin)
+            send_stdin(chan, stdin)
             chan.shutdown_write()
             out, err = bytearray(), bytearray()
             # Done at EOF *and* exit status: sshd may send the status before the last output.

@@ -115,3 +115,16 @@ def test_known_hosts_path_from_ssh_config_is_used(new_cluster):
     assert node.known_hosts == (str(c.known_hosts),)
     assert node.identity_files == (str(c.client_key),)
     assert Path(node.known_hosts[0]).is_file()
+
+
+def test_a_command_that_exits_without_reading_its_stdin_still_reports_its_status(new_cluster):
+    # Far more stdin than the SSH window holds: the command is gone (and the channel closed)
+    # long before the write ends, every time, which is the race a missing interpreter hits.
+    c = new_cluster(1)
+    [node] = nodes_of(c)
+    with SshTransport() as t:
+        result = t.execute(node, ["sh", "-c", "echo gone >&2; exit 7"], b"x" * (32 << 20), 10)
+        assert isinstance(result, ExecResult), result
+        assert (result.rc, result.stderr) == (7, b"gone\n")
+        after = t.execute(node, ["true"], b"", 5)  # and the cached connection still works
+    assert isinstance(after, ExecResult) and after.rc == 0
