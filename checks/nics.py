@@ -13,7 +13,7 @@ from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nic.grammar import nccl_list_active, parse_nccl_list
 from doctor.nic.nccl import parse_comm_id
-from doctor.nic.plan import NicPlan, agrees, plan_node, virtual_name
+from doctor.nic.plan import NicPlan, agrees, plan_node, reach_address, virtual_name
 from doctor.nodeset import compact
 from doctor.plugin import Skip, cluster_check, need, node_check
 
@@ -27,6 +27,9 @@ def _plan(facts: NodeFacts) -> NicPlan:
 def _pin(plan: NicPlan, text: str) -> Fix:
     """Pin every library to the recommended interface (or say that none is usable)."""
     env = plan.recommendation()
+    if not env and plan.proven is not None:
+        return Fix(text + " No interface of this node was reached by every peer over TCP: "
+                   "fix the paths the reach.* findings name first.")  # fmt: skip
     if not env:
         return Fix(
             text + " No interface on this node has a routable address: fix the network first."
@@ -53,6 +56,8 @@ def _where(a: IfAddr) -> str:
         "nccl.socket.link_local": "NET/Socket spreads traffic over link-local-only interfaces",
         "nccl.env.malformed": "an NCCL interface variable is malformed",
         "nccl.env.no_match": "NCCL_SOCKET_IFNAME matches no interface with an address",
+        "nccl.iface.unreached": "NCCL would use an interface that peers did not all reach over "
+        "TCP (bootstrap or NET/Socket): connections to it hang or fail",
         "nccl.library.disagrees": "the real libnccl chose another interface than predicted",
         "nccl.ib.no_match": "NCCL_IB_HCA selects no ACTIVE port of the HCAs here",
     },
@@ -74,6 +79,7 @@ def nccl_iface(facts: NodeFacts) -> Iterator[Finding]:
     else:
         yield from _bootstrap_hazards(plan, first)
     yield from _socket_hazards(plan)
+    yield from _unreached(plan, first)
     yield from _ib_selection(plan)
     lib = plan.library
     if lib is not None and agrees(plan) is False:
@@ -162,6 +168,34 @@ def _socket_hazards(plan: NicPlan) -> Iterator[Finding]:
             + ": peers get 'Network is unreachable' on those connections",
             evidence=("NET/Socket list: " + " ".join(_where(a) for a in plan.socket.interfaces),),
             fix=_pin(plan, "Limit NCCL to the routable interface."),
+        )
+
+
+def _unreached(plan: NicPlan, first: IfAddr | None) -> Iterator[Finding]:
+    """Interfaces NCCL would use that the reachability stage tested and peers failed to reach."""
+    if plan.proven is None:
+        return
+    used = [first] if first is not None else []
+    if plan.ib is None or not plan.ib.usable:
+        used += plan.socket.interfaces
+    bad: dict[str, IfAddr] = {}
+    for a in used:
+        iface = plan.net.interfaces.get(a.name)
+        if iface is not None and reach_address(iface) is not None and a.name not in plan.proven:
+            bad.setdefault(a.name, a)
+    if bad:
+        yield Finding(
+            "nccl.iface.unreached",
+            Severity.FAIL,
+            "NCCL would use "
+            + ", ".join(_where(a) for a in bad.values())
+            + ", which not every peer reached over TCP (see the reachability table)",
+            evidence=(
+                "NCCL bootstrap: " + (_where(first) if first else "none"),
+                "NET/Socket list: " + " ".join(_where(a) for a in plan.socket.interfaces),
+                "reached by every peer: " + (", ".join(sorted(plan.proven)) or "nothing"),
+            ),
+            fix=_pin(plan, "Keep NCCL to the interfaces every peer reached."),
         )
 
 

@@ -91,3 +91,24 @@ def test_check_reports_nat_and_none():
     reach = Reachability(("a", "b"), IFACES, tuple(links), 4000)
     found = [(f.code, f.nodes) for f in reach_tcp.fn(ClusterFacts(nodes={}, reachability=reach))]
     assert found == [("reach.nat", ("a", "b"))]  # it connects: reported as NAT, not as none
+
+
+def test_a_node_whose_agent_did_not_run_is_not_tested_rather_than_refused():
+    docs = outputs([connect("b", "198.18.0.2", "refused")], [])
+    del docs["b"]  # b's agent failed: nobody listened there
+    [link] = judge(docs, IFACES)
+    assert link.status == "not_tested" and "did not run on b" in link.message
+
+
+def test_proven_lists_only_tested_nodes_and_fully_reached_interfaces():
+    ifaces = {"a": {"eth0": "198.18.0.1"}, "b": {"eth0": "198.18.0.2", "ens6": "10.99.0.2"}}
+    docs = outputs(
+        [
+            connect("b", "198.18.0.2"),
+            {**connect("b", "10.99.0.2", "timeout"), "iface": "ens6"},
+        ],
+        [accepted("a", "b", "198.18.0.2", "198.18.0.1")],
+    )
+    reach = Reachability(("a", "b"), ifaces, tuple(judge(docs, ifaces)), 4000)
+    # a was never a target (b tried nobody): nothing is known about a's interfaces.
+    assert reach.proven() == {"b": {"eth0"}}

@@ -41,6 +41,9 @@ class NodeFacts:
     gpus: GpuFacts | Missing
     mpi: MpiFacts | Missing
     frameworks: FrameworkFacts | Missing
+    # Learnt between nodes, not from the capture: the interfaces every peer reached over TCP
+    # (the reachability stage). None when this node was not tested.
+    proven_ifaces: frozenset[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         from doctor.jsonable import jsonable

@@ -50,13 +50,20 @@ class Reachability:
         return next((s for s in _WORST_FIRST if s in statuses), statuses[0])
 
     def proven(self) -> dict[str, set[str]]:
-        """Per node, the interfaces every tested peer reached (what a recommendation may use)."""
-        out: dict[str, set[str]] = {n: set() for n in self.interfaces}
+        """Per tested node, the interfaces every tested peer reached: what a recommendation may
+        use. A node nobody could test (its agent did not run) is left out, not given an empty
+        set: nothing was proven about it either way."""
+        out: dict[str, set[str]] = {}
         for node, ifaces in self.interfaces.items():
-            for iface in ifaces:
-                links = [x for x in self.links if x.target == node and x.iface == iface]
-                if links and all(x.status == OK for x in links):
-                    out[node].add(iface)
+            judged = [x for x in self.links if x.target == node and x.status != "not_tested"]
+            if not judged:
+                continue
+            out[node] = {
+                iface
+                for iface in ifaces
+                if (links := [x for x in judged if x.iface == iface])
+                and all(x.status == OK for x in links)
+            }
         return out
 
     def to_section(self) -> dict[str, Any]:
@@ -128,5 +135,7 @@ def judge(
                     elif seen != c.get("local"):
                         status = "wrong_source"
                         message = f"sent from {c.get('local')}, arrived from {seen} (NAT)"
+            elif target not in outputs:  # nobody listened there: a failure says nothing
+                status, message = "not_tested", f"the reachability agent did not run on {target}"
             links.append(ReachLink(source, target, iface, address, status, seen, message))
     return links

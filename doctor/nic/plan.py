@@ -46,6 +46,7 @@ class NicPlan:
     mpi_btl: MpiChoice
     mpi_oob: MpiChoice
     recommended: Interface | None
+    proven: frozenset[str] | None  # interfaces peers reached over TCP; None: not tested
 
     def recommendation(self) -> dict[str, str]:
         """Environment that pins every library to the recommended interface."""
@@ -77,10 +78,23 @@ def routable(iface: Interface) -> bool:
     )
 
 
-def recommend(net: NetFacts) -> Interface | None:
+def reach_address(iface: Interface) -> str | None:
+    """The address the reachability stage tests ``iface`` on: the first non-link-local IPv4 of
+    a routable interface. None: the interface is not tested."""
+    if not routable(iface):
+        return None
+    return next(
+        (a.address for a in iface.addresses if a.family == AF_INET and not a.link_local), None
+    )
+
+
+def recommend(net: NetFacts, proven: frozenset[str] | None = None) -> Interface | None:
     """The interface every library should use: routable, not a container/VM bridge, the one
-    holding the default route first, then real NICs, IPv4, and the fastest link."""
-    candidates = [i for i in net.interfaces.values() if routable(i)]
+    holding the default route first, then real NICs, IPv4, and the fastest link. Once the
+    reachability stage ran, only interfaces every peer reached (``proven``) qualify."""
+    candidates = [
+        i for i in net.interfaces.values() if routable(i) and (proven is None or i.name in proven)
+    ]
     if not candidates:
         return None
 
@@ -120,7 +134,8 @@ def plan_node(facts: NodeFacts) -> NicPlan | Missing:
         tp=tp_choice(net, env),
         mpi_btl=mpi_choice(net, mca, "btl_tcp"),
         mpi_oob=mpi_choice(net, mca, "oob_tcp"),
-        recommended=recommend(net),
+        recommended=recommend(net, facts.proven_ifaces),
+        proven=facts.proven_ifaces,
     )
 
 
@@ -209,6 +224,7 @@ def plan_json(plan: NicPlan) -> dict[str, Any]:
             for c in (plan.mpi_btl, plan.mpi_oob)
         },
         "recommendation": plan.recommendation(),
+        "proven_reachable": sorted(plan.proven) if plan.proven is not None else None,
     }
 
 

@@ -134,6 +134,12 @@ def _stage_sections(report: Report, console: Console) -> None:
     if "reachability" in sections:
         title = "TCP reachability, any interface (rows: from, columns: to)"
         render_matrix(title, sections["reachability"], console)
+        proven: dict[str, list[str]] = defaultdict(list)
+        for node, ifaces in sections["reachability"]["proven"].items():
+            proven[", ".join(ifaces) or "nothing"].append(node)
+        for ifaces, nodes in sorted(proven.items()):
+            # What the interface recommendation may use: the rest is for the reach.* findings.
+            console.print(f"  every peer reached {ifaces} on {compact(nodes)}", markup=False)
     allreduce = sections.get("allreduce")
     if allreduce and not allreduce["skipped"]:  # a skip is already its check's line
         render_allreduce(allreduce, console)

@@ -9,11 +9,10 @@ from typing import Any
 
 from doctor.collect import probe_argv
 from doctor.facts.cluster import ClusterFacts, NodeFailure
-from doctor.facts.net import AF_INET
 from doctor.facts.reach import Reachability, judge, parse_agent_json
 from doctor.inventory import Node
 from doctor.model import Missing
-from doctor.nic.plan import routable
+from doctor.nic.plan import reach_address
 from doctor.transport import Transport
 
 ALL_PAIRS_UP_TO = 32  # nodes; beyond, each node tries a ring neighbour pair and a few random peers
@@ -27,14 +26,11 @@ def candidates(cluster: ClusterFacts) -> dict[str, dict[str, str]]:
     for name, facts in cluster.nodes.items():
         if isinstance(facts.net, Missing):
             continue
-        ifaces: dict[str, str] = {}
-        for iface in facts.net.interfaces.values():
-            if not routable(iface):
-                continue
-            v4 = [a for a in iface.addresses if a.family == AF_INET and not a.link_local]
-            if v4:
-                ifaces[iface.name] = v4[0].address
-        out[name] = ifaces
+        out[name] = {
+            iface.name: address
+            for iface in facts.net.interfaces.values()
+            if (address := reach_address(iface)) is not None
+        }
     return out
 
 

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from doctor.capture import Capture
@@ -92,6 +92,10 @@ def gather_cluster(
         cluster.reachability = run_reach(
             cluster, nodes, per_node, python=options.python, workers=options.workers
         )
+    if isinstance(cluster.reachability, Reachability):
+        # Recommendations may then use only what peers were seen to reach.
+        for name, ifaces in cluster.reachability.proven().items():
+            cluster.nodes[name] = replace(cluster.nodes[name], proven_ifaces=frozenset(ifaces))
     return cluster
 
 

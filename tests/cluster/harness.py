@@ -343,6 +343,13 @@ class Cluster:
         for node in self.nodes if names is None else [self.node(n) for n in names]:
             node.ns.add_bridge("docker0", addr)
 
+    def add_isolated_default_route(self, name: str, iface: str = "ens6") -> None:
+        """A second NIC holding the default route that leads nowhere other nodes are (a cloud
+        instance's public interface): the address is the node's own, on a link with no peers."""
+        node = self.node(name)
+        node.ns.add_nic(iface, f"10.99.{node.index}.1/24")
+        node.ns.ip("route", "add", "default", "via", f"10.99.{node.index}.2", "dev", iface)
+
     def shape(self, name: str, rate: str = "10mbit") -> None:
         """A slow link: token bucket on both ends of the node's veth (egress and ingress)."""
         node = self.node(name)

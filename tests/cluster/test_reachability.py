@@ -65,3 +65,30 @@ def test_one_path_blocked_is_named_both_ways(new_cluster, capsys):
     assert none[("node1", "node3")]["data"]["status"] == "timeout"
     assert none[("node3", "node1")]["data"]["status"] == "unreachable"
     assert report["reachability"]["matrix"]["node2"] == {"node1": "ok", "node3": "ok"}
+
+
+def test_recommendation_uses_only_interfaces_peers_reached(new_cluster, capsys):
+    # Each node's default route is on ens6, a link with no other node on it: by the node's own
+    # facts ens6 is the best candidate; reachability proves only eth0.
+    c = new_cluster(3)
+    for name in c.names:
+        c.add_isolated_default_route(name)
+    rc, report = preflight(c, capsys, "--no-allreduce")
+    reach = report["reachability"]
+    assert reach["interfaces"]["node1"] == {"eth0": c.node("node1").address, "ens6": "10.99.1.1"}
+    assert not [x for x in reach["links"] if x["iface"] == "ens6" and x["status"] == "ok"]
+    assert reach["proven"] == {n: ["eth0"] for n in c.names}
+    nics = report["nics"]
+    for name in c.names:
+        node = nics["nodes"][name]
+        assert node["default_route"] == ["ens6"]
+        assert node["proven_reachable"] == ["eth0"]
+        assert node["recommendation"]["NCCL_SOCKET_IFNAME"] == "=eth0"
+    assert nics["recommendation"]["GLOO_SOCKET_IFNAME"] == "eth0"
+    # NCCL itself would also spread NET/Socket traffic over ens6: a failure, named per node.
+    unreached = {
+        f["nodes"][0]: f for f in report["findings"] if f["code"] == "nccl.iface.unreached"
+    }
+    assert rc == 1 and sorted(unreached) == c.names
+    assert "ens6:10.99.2.1, which not every peer reached" in unreached["node2"]["summary"]
+    assert unreached["node2"]["fix"]["commands"][0] == "export NCCL_SOCKET_IFNAME==eth0"

@@ -12,6 +12,7 @@ from checks.nics import gloo_iface, mpi_iface, nccl_iface, nic_cluster, two_in_s
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Missing, Severity
+from doctor.nic.plan import plan_node
 from doctor.nic.render import cluster_recommendation, plans
 from tests.cluster.netns import Netns, netns
 from tests.nic.scenarios import facts_in, library_choice, no_dad, plan_in, predicted
@@ -215,3 +216,27 @@ def test_slow_link_where_the_speed_is_known() -> None:
         facts, net=dataclasses.replace(net, interfaces={**net.interfaces, "eth0": slow})
     )
     assert node_codes(nccl_iface, facts) == {"nccl.iface.slow"}
+
+
+def default_route_on_ens6(ns: Netns) -> None:
+    ns.add_nic("eth0", "198.18.1.1/24")
+    ns.add_nic("ens6", "10.99.0.1/24")
+    ns.ip("route", "add", "default", "via", "10.99.0.2", "dev", "ens6")
+
+
+def test_recommendation_keeps_to_the_interfaces_peers_reached() -> None:
+    facts = built(default_route_on_ens6)
+    assert plan_node(facts).recommended.name == "ens6"  # by this node's facts alone
+    reached = dataclasses.replace(facts, proven_ifaces=frozenset({"eth0"}))
+    assert plan_node(reached).recommended.name == "eth0"
+    [unreached] = [f for f in nccl_iface.fn(reached) if f.code == "nccl.iface.unreached"]
+    assert unreached.summary.startswith("NCCL would use ens6:10.99.0.1, which not every peer")
+    everything = dataclasses.replace(facts, proven_ifaces=frozenset({"eth0", "ens6"}))
+    assert "nccl.iface.unreached" not in node_codes(nccl_iface, everything)
+    assert "nccl.iface.unreached" not in node_codes(nccl_iface, facts)  # not tested: no claim
+    nothing = dataclasses.replace(
+        facts, proven_ifaces=frozenset(), env={**facts.env, "NCCL_SOCKET_IFNAME": "=bogus0"}
+    )
+    assert plan_node(nothing).recommended is None
+    [finding] = [f for f in nccl_iface.fn(nothing) if f.code == "nccl.env.no_match"]
+    assert "reached by every peer" in finding.fix.text and finding.fix.commands == ()
