@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from doctor.explain.catalogue import Signature, catalogue
 from doctor.explain.keywords import KeywordFilter
@@ -21,6 +24,8 @@ MAX_EVIDENCE_CHARS = 300
 MAX_NAMES = 64  # hosts/ranks remembered per finding and in the context
 MAX_MESSAGE = 4096  # characters of a line the signatures are matched against
 MAX_CLOCKS = 4096  # (file, rank) pairs whose last timestamp is remembered
+T = TypeVar("T", int, str)
+PARALLEL_FROM = 64 << 20  # bytes: a plain log this large is scanned on every CPU
 
 
 @dataclass
@@ -34,9 +39,24 @@ class Hit:
     line_no: int
     order: int  # global arrival order, across files
     count: int = 0
-    evidence: list[str] = field(default_factory=list)
+    evidence: list[tuple[str, int, str]] = field(default_factory=list)  # (file, line, text)
     ranks: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
+    awaits_stamp: bool = False  # first seen before any timestamp of its (file, rank)
+
+    def add_evidence(self, source: str, line_no: int, said: str) -> None:
+        """Keep the first few distinct lines (a line repeated by every rank is kept once)."""
+        if len(self.evidence) < MAX_EVIDENCE and all(
+            not e.endswith(said) for _, _, e in self.evidence
+        ):
+            self.evidence.append((source, line_no, said))
+
+
+def _add_names(into: set[T], names: Iterable[T]) -> None:
+    """Add to a set of hosts or ranks, which stops growing at MAX_NAMES."""
+    for name in sorted(names):
+        if name in into or len(into) < MAX_NAMES:
+            into.add(name)
 
 
 @dataclass
@@ -112,17 +132,30 @@ class Scanner:
         # First sightings made before any timestamp of their (file, rank): the next stamp of
         # that rank bounds when they were printed, so they take it.
         self._untimed: dict[tuple[str, int | None], list[Hit]] = {}
+        # The first timestamp per (file, rank): what a part of a log scanned in parallel
+        # gives the sightings still waiting for a stamp in the part before it (absorb).
+        self._first_stamp: dict[tuple[str, int | None], float] = {}
 
     def reads(self, line: bytes) -> bool:
         """Whether a line gets past the keyword filter (and so costs more than a scan)."""
         return self._filter.maybe(line) is not None
 
     def feed_lines(self, lines: list[bytes], source: str, first_line_no: int) -> None:
-        """Scan a batch of lines; ``first_line_no`` is the 1-based number of ``lines[0]``."""
-        maybe = self._filter.maybe
-        for offset, raw in enumerate(lines):
-            if maybe(raw) is not None:
-                self._scan(raw, source, first_line_no + offset)
+        """Scan a batch of lines (without their newlines); ``first_line_no`` is the 1-based
+        number of ``lines[0]``."""
+        # One search over the whole batch finds the lines worth reading: the others (most of
+        # a log) never reach Python code.
+        block = b"\n".join(lines)
+        search = self._filter.maybe
+        pos, line_no = 0, first_line_no
+        while (m := search(block, pos)) is not None:
+            start = block.rfind(b"\n", pos, m.start()) + 1 or pos
+            end = block.find(b"\n", m.end())
+            if end < 0:
+                end = len(block)
+            line_no += block.count(b"\n", pos, start)
+            self._scan(block[start:end], source, line_no)
+            pos, line_no = end + 1, line_no + 1
         self.result.lines += len(lines)
 
     def _scan(self, raw: bytes, source: str, line_no: int) -> None:
@@ -149,11 +182,12 @@ class Scanner:
         if origin.time is not None:
             if key in self._clock or len(self._clock) < MAX_CLOCKS:
                 self._clock[key] = origin.time
+                self._first_stamp.setdefault(key, origin.time)
             for hit in self._untimed.pop(key, ()):
                 hit.origin = replace(hit.origin, time=origin.time)
             return origin
         when = self._clock.get(key)
-        return origin if when is None else replace(origin, time=when)
+        return origin if when is None else Origin(origin.host, origin.pid, origin.rank, when)
 
     def _note_origin(self, origin: Origin) -> None:
         if origin.host and len(self.result.hosts) < MAX_NAMES:
@@ -171,17 +205,69 @@ class Scanner:
             self._order += 1
             self.result.hits[sig.code] = hit
             if origin.time is None:
+                hit.awaits_stamp = True
                 self._untimed.setdefault((source, origin.rank), []).append(hit)
         hit.count += 1
-        evidence = f"{source}:{line_no}: {text.strip()[:MAX_EVIDENCE_CHARS]}"
-        if len(hit.evidence) < MAX_EVIDENCE and all(
-            not e.endswith(text.strip()[:MAX_EVIDENCE_CHARS]) for e in hit.evidence
-        ):
-            hit.evidence.append(evidence)
+        if len(hit.evidence) < MAX_EVIDENCE:
+            hit.add_evidence(source, line_no, text.strip()[:MAX_EVIDENCE_CHARS])
         if origin.rank is not None and len(hit.ranks) < MAX_NAMES:
             hit.ranks.add(origin.rank)
         if origin.host and len(hit.hosts) < MAX_NAMES:
             hit.hosts.add(origin.host)
+
+    def partial(self) -> Partial:
+        """What a scanner of one part of a log hands back to be absorbed (picklable)."""
+        return Partial(self.result, self._clock, self._untimed, self._first_stamp)
+
+    def absorb(self, part: Partial, line_offset: int) -> None:
+        """Take in what a fresh scanner learnt from the lines right after the ones this one
+        read, as if it had read them itself: the merge of a log scanned in parallel parts.
+        ``line_offset`` is how many lines of the part's file come before the part."""
+        mine, theirs = self.result, part.result
+        # Sightings here still waiting for a stamp take the part's first one.
+        for key in [k for k in self._untimed if k in part.first_stamp]:
+            for hit in self._untimed.pop(key):
+                hit.origin = replace(hit.origin, time=part.first_stamp[key])
+        for hit in sorted(theirs.hits.values(), key=lambda h: h.order):
+            key = (hit.source, hit.origin.rank)
+            if hit.awaits_stamp and key in self._clock:  # the stamp before the part counts
+                hit.origin = replace(hit.origin, time=self._clock[key])
+            hit.line_no += line_offset
+            hit.evidence = [(s, n + line_offset, e) for s, n, e in hit.evidence]
+            known = mine.hits.get(hit.signature.code)
+            if known is None:
+                hit.order = self._order
+                self._order += 1
+                mine.hits[hit.signature.code] = hit
+                continue
+            known.count += hit.count
+            for source, line_no, said in hit.evidence:
+                known.add_evidence(source, line_no, said)
+            _add_names(known.ranks, hit.ranks)
+            _add_names(known.hosts, hit.hosts)
+        for key, hits in part.untimed.items():
+            if key not in self._clock:
+                waiting = [h for h in hits if mine.hits.get(h.signature.code) is h]
+                self._untimed.setdefault(key, []).extend(waiting)
+        for key, when in part.clock.items():
+            if key in self._clock or len(self._clock) < MAX_CLOCKS:
+                self._clock[key] = when
+                self._first_stamp.setdefault(key, when)
+        mine.lines += theirs.lines
+        _add_names(mine.hosts, theirs.hosts)
+        _add_names(mine.ranks, theirs.ranks)
+        mine.nccl.absorb(theirs.nccl)
+        mine.errors.extend(theirs.errors)
+
+
+@dataclass
+class Partial:
+    """A part's scan, for Scanner.absorb."""
+
+    result: Explanation
+    clock: dict[tuple[str, int | None], float]
+    untimed: dict[tuple[str, int | None], list[Hit]]
+    first_stamp: dict[tuple[str, int | None], float]
 
 
 class _Fields(dict[str, str]):
@@ -236,7 +322,7 @@ def to_finding(hit: Hit, first: Hit | None) -> Finding:
         severity=sig.severity,
         summary=summary,
         nodes=nodes,
-        evidence=tuple(hit.evidence),
+        evidence=tuple(f"{source}:{line_no}: {said}" for source, line_no, said in hit.evidence),
         fix=Fix(sig.fix.text, sig.fix.commands),
         data=data,
         check="explain",
@@ -274,8 +360,11 @@ def context(result: Explanation) -> dict[str, Any]:
     return doc
 
 
-def explain(names: Iterable[str], scanner: Scanner | None = None) -> Explanation:
-    """Scan every named log (``-`` is stdin).
+def explain(
+    names: Iterable[str], scanner: Scanner | None = None, parallel_from: int = PARALLEL_FROM
+) -> Explanation:
+    """Scan every named log (``-`` is stdin); a plain file of ``parallel_from`` bytes or more is
+    scanned in parts on every CPU.
 
     A log that cannot be opened raises LogReadError; one that breaks part-way (a truncated
     gzip) keeps what was read and is noted in ``errors``.
@@ -287,6 +376,15 @@ def explain(names: Iterable[str], scanner: Scanner | None = None) -> Explanation
         result.sources.append(name)
         line_no = 1
         try:
+            if name != "-" and isinstance(stream, io.BufferedReader):  # not stdin, not gzip
+                info = os.fstat(stream.fileno())
+                if stat.S_ISREG(info.st_mode) and info.st_size >= parallel_from:
+                    from doctor.explain.parallel import scan_file  # process pools: only here
+
+                    # Parts of half that size at least: a smaller part costs more in process
+                    # start than it saves.
+                    scan_file(scanner, name, info.st_size, parallel_from // 2)
+                    continue
             for batch in iter_chunks(stream, name):
                 scanner.feed_lines(batch, name, line_no)
                 line_no += len(batch)

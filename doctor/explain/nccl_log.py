@@ -92,6 +92,30 @@ class NcclProcess:
     links: dict[tuple[int, int, int, str], str] = field(default_factory=dict)
     init_complete: bool = False
 
+    def absorb(self, later: NcclProcess) -> None:
+        """Take in what the same process said later in the log (a parallel scan's next part):
+        what it said last wins, as when one scanner reads it all."""
+        if later.nranks is not None:  # a comm line: it sets the rank outright
+            self.rank, self.nranks = later.rank, later.nranks
+            self.nnodes = later.nnodes if later.nnodes is not None else self.nnodes
+            self.local_ranks = (
+                later.local_ranks if later.local_ranks is not None else self.local_ranks
+            )
+        elif self.rank is None:
+            self.rank = later.rank
+        self.bootstrap = later.bootstrap or self.bootstrap
+        self.socket_ifs = later.socket_ifs or self.socket_ifs
+        if later.ib_devices or later.ib_oob is not None:
+            self.ib_devices, self.ib_oob = later.ib_devices, later.ib_oob
+        self.network = later.network or self.network
+        for name, value in later.env.items():
+            if name in self.env or len(self.env) < MAX_ENV:
+                self.env[name] = value
+        for link, transport in later.links.items():
+            if link in self.links or len(self.links) < MAX_LINKS:
+                self.links[link] = transport
+        self.init_complete = self.init_complete or later.init_complete
+
     def transports(self) -> dict[str, int]:
         """How many channel connections used each transport."""
         counts: dict[str, int] = {}
@@ -196,6 +220,20 @@ class NcclLog:
                 proc.env[e["name"]] = e["value"]
             return True
         return False
+
+    def absorb(self, later: NcclLog) -> None:
+        """Take in what the next part of a log (scanned in parallel) said."""
+        self.version = later.version or self.version
+        self.cuda = later.cuda or self.cuda
+        self.cuda_driver = later.cuda_driver if later.cuda_driver is not None else self.cuda_driver
+        for key, proc in later.processes.items():
+            if key in self.processes:
+                self.processes[key].absorb(proc)
+            elif len(self.processes) < MAX_PROCESSES:
+                self.processes[key] = proc
+            else:
+                self.processes_dropped += 1
+        self.processes_dropped += later.processes_dropped
 
     def nnodes(self) -> int | None:
         """The node count NCCL computed (the largest any process reported)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 from dataclasses import dataclass
 
@@ -40,8 +41,14 @@ def _numbered(index: int, pattern: str) -> str:
     return re.sub(r"\(\?P<(\w+)>", lambda m: f"(?P<{m.group(1)}_{index}>", pattern)
 
 
-# One alternation tries the patterns in order at the start: one C call per peel.
-_PREFIX = re.compile("|".join(f"(?:{_numbered(i, p)})" for i, p in enumerate(_PATTERNS)))
+# One alternation tries the patterns in order at the start: one C call per peel. Each pattern
+# is wrapped in a group of its own, which closes last, so ``lastgroup`` names the one that
+# matched and only its groups are read.
+_PREFIX = re.compile("|".join(f"(?P<p{i}>{_numbered(i, p)})" for i, p in enumerate(_PATTERNS)))
+_GROUPS = {
+    f"p{i}": [(name, f"{name}_{i}") for name in re.compile(p).groupindex]
+    for i, p in enumerate(_PATTERNS)
+}
 _MAX_PEELS = 8
 
 
@@ -69,8 +76,11 @@ _STAMP = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def _epoch(stamp: str) -> float | None:
-    """Seconds since the epoch; a year-less glog stamp (``1122 04:08:11``) is taken as this year."""
+    """Seconds since the epoch; a year-less glog stamp (``1122 04:08:11``) is taken as this year.
+
+    Cached: a busy log repeats its stamps (many lines in one second, or one microsecond)."""
     m = _STAMP.fullmatch(stamp)
     if m is None:
         return None
@@ -100,10 +110,10 @@ def strip_prefixes(line: str) -> tuple[str, Origin]:
         m = _PREFIX.match(rest)
         if m is None or m.end() == 0:
             break
-        for key, value in m.groupdict().items():
+        for name, key in _GROUPS[m.lastgroup or ""]:
+            value = m.group(key)
             if value is None:
                 continue
-            name = key.rsplit("_", 1)[0]
             if name == "rank" and rank is None:
                 rank = int(value)
             elif name == "host" and host is None:

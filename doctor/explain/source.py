@@ -38,21 +38,27 @@ def open_log(name: str) -> BinaryIO:
     return buffered
 
 
-def iter_chunks(stream: BinaryIO, name: str = "log") -> Iterator[list[bytes]]:
-    """Yield lists of whole lines (without newline), reading at most CHUNK bytes at a time."""
+def iter_chunks(
+    stream: BinaryIO, name: str = "log", limit: int | None = None
+) -> Iterator[list[bytes]]:
+    """Yield lists of whole lines (without newline), reading at most CHUNK bytes at a time, and
+    at most ``limit`` bytes in all when given (one part of a file)."""
     # read1 returns what is decompressed so far, so a truncated gzip still yields its head.
     read = getattr(stream, "read1", stream.read)
+    left = limit
     carry = b""  # the unfinished last line (at most MAX_LINE bytes of it)
     cut = False  # the unfinished line is over-long: drop its bytes until the next newline
     while True:
         try:
-            block = read(CHUNK)
+            block = read(CHUNK if left is None else min(CHUNK, left)) if left != 0 else b""
         except (OSError, EOFError, zlib.error) as exc:
             if carry:
                 yield [carry]
             raise LogReadError(f"{name}: {exc}") from None
         if not block:
             break
+        if left is not None:
+            left -= len(block)
         end = block.rfind(b"\n")
         if end < 0:
             if not cut:

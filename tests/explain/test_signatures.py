@@ -120,8 +120,8 @@ def test_a_pattern_only_fires_on_lines_holding_one_of_its_keywords() -> None:
     for name in EXPECTED:
         result = scan(LOGS / name)
         for hit in result.hits.values():
-            for evidence in hit.evidence:
-                assert any(k in evidence for k in hit.signature.keywords), (
+            for _, _, said in hit.evidence:
+                assert any(k in said for k in hit.signature.keywords), (
                     name,
                     hit.signature.code,
                 )
