@@ -171,6 +171,17 @@ def _socket_hazards(plan: NicPlan) -> Iterator[Finding]:
         )
 
 
+def _reached(plan: NicPlan, name: str | None) -> bool:
+    """False only for an interface the reachability stage tested and not every peer reached."""
+    iface = plan.net.interfaces.get(name or "")
+    return (
+        plan.proven is None
+        or iface is None
+        or reach_address(iface) is None
+        or iface.name in plan.proven
+    )
+
+
 def _unreached(plan: NicPlan, first: IfAddr | None) -> Iterator[Finding]:
     """Interfaces NCCL would use that the reachability stage tested and peers failed to reach."""
     if plan.proven is None:
@@ -180,8 +191,7 @@ def _unreached(plan: NicPlan, first: IfAddr | None) -> Iterator[Finding]:
         used += plan.socket.interfaces
     bad: dict[str, IfAddr] = {}
     for a in used:
-        iface = plan.net.interfaces.get(a.name)
-        if iface is not None and reach_address(iface) is not None and a.name not in plan.proven:
+        if not _reached(plan, a.name):
             bad.setdefault(a.name, a)
     if bad:
         yield Finding(
@@ -269,7 +279,9 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
         "gloo.iface.loopback": "Gloo binds a loopback address (the hostname maps to 127.x)",
         "gloo.env.no_match": "a GLOO_SOCKET_IFNAME name has no address on this node",
         "gloo.env.malformed": "GLOO_SOCKET_IFNAME uses syntax Gloo does not have",
+        "gloo.iface.unreached": "Gloo binds an interface that peers did not all reach over TCP",
         "tp.iface.loopback": "TensorPipe (torch RPC) falls back to a loopback address",
+        "tp.iface.unreached": "TensorPipe binds an interface that peers did not all reach",
         "tp.env.no_match": "TP_SOCKET_IFNAME names no interface with an address",
     },
 )
@@ -323,6 +335,18 @@ def _gloo_findings(facts: NodeFacts, cross_node: bool) -> Iterator[Finding]:
                         fix.text + " Or map the hostname to the node's real address in /etc/hosts.",
                         fix.commands,
                     ),
+                )
+            elif not _reached(plan, b.interface):
+                yield Finding(
+                    f"{prefix}.iface.unreached",
+                    severity,
+                    f"{choice.rule}: {prefix.upper() if prefix == 'tp' else 'Gloo'} binds "
+                    f"{b.interface}:{b.address}, which not every peer reached over TCP",
+                    evidence=(
+                        "reached by every peer: "
+                        + (", ".join(sorted(plan.proven or ())) or "nothing"),
+                    ),
+                    fix=fix,
                 )
 
 

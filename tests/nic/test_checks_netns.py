@@ -234,6 +234,10 @@ def test_recommendation_keeps_to_the_interfaces_peers_reached() -> None:
     everything = dataclasses.replace(facts, proven_ifaces=frozenset({"eth0", "ens6"}))
     assert "nccl.iface.unreached" not in node_codes(nccl_iface, everything)
     assert "nccl.iface.unreached" not in node_codes(nccl_iface, facts)  # not tested: no claim
+    gloo_on_ens6 = dataclasses.replace(reached, env={**facts.env, "GLOO_SOCKET_IFNAME": "ens6"})
+    [gloo] = [f for f in gloo_findings(gloo_on_ens6) if f.code == "gloo.iface.unreached"]
+    assert "Gloo binds ens6:10.99.0.1, which not every peer reached" in gloo.summary
+    assert "gloo.iface.unreached" not in gloo_codes(reached)  # by hostname: eth0's address
     nothing = dataclasses.replace(
         facts, proven_ifaces=frozenset(), env={**facts.env, "NCCL_SOCKET_IFNAME": "=bogus0"}
     )
