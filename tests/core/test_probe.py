@@ -6,6 +6,7 @@ import ast
 import os
 import sys
 import time
+from importlib import metadata
 
 from doctor.capture import Capture
 from doctor.collect import probe_source
@@ -132,3 +133,9 @@ def test_probe_answers_by_its_deadline_when_a_section_hangs() -> None:
     assert raw["probe"]["sections"]["extra"]["ok"] is False
     assert "timeout" in raw["probe"]["sections"]["extra"]["error"]
     assert raw["probe"]["sections"]["system"]["ok"] is True
+
+
+def test_probe_finds_the_installed_cluster_doctor_as_importlib_metadata_does() -> None:
+    assert Capture(run_probe()).value("doctor_version") == metadata.version("cluster-doctor")
+    # -S: no site-packages, so nothing installed there is seen.
+    assert Capture(run_probe(flags=("-S",))).value("doctor_version") is None
