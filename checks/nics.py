@@ -182,6 +182,10 @@ def _reached(plan: NicPlan, name: str | None) -> bool:
     )
 
 
+def _proven(plan: NicPlan) -> str:
+    return "reached by every peer: " + (", ".join(sorted(plan.proven or ())) or "nothing")
+
+
 def _unreached(plan: NicPlan, first: IfAddr | None) -> Iterator[Finding]:
     """Interfaces NCCL would use that the reachability stage tested and peers failed to reach."""
     if plan.proven is None:
@@ -203,7 +207,7 @@ def _unreached(plan: NicPlan, first: IfAddr | None) -> Iterator[Finding]:
             evidence=(
                 "NCCL bootstrap: " + (_where(first) if first else "none"),
                 "NET/Socket list: " + " ".join(_where(a) for a in plan.socket.interfaces),
-                "reached by every peer: " + (", ".join(sorted(plan.proven)) or "nothing"),
+                _proven(plan),
             ),
             fix=_pin(plan, "Keep NCCL to the interfaces every peer reached."),
         )
@@ -342,10 +346,7 @@ def _gloo_findings(facts: NodeFacts, cross_node: bool) -> Iterator[Finding]:
                     severity,
                     f"{choice.rule}: {prefix.upper() if prefix == 'tp' else 'Gloo'} binds "
                     f"{b.interface}:{b.address}, which not every peer reached over TCP",
-                    evidence=(
-                        "reached by every peer: "
-                        + (", ".join(sorted(plan.proven or ())) or "nothing"),
-                    ),
+                    evidence=(_proven(plan),),
                     fix=fix,
                 )
 
@@ -359,6 +360,7 @@ def _gloo_findings(facts: NodeFacts, cross_node: bool) -> Iterator[Finding]:
         "mpi.env.malformed": "an Open MPI interface list is malformed",
         "mpi.env.no_match": "an Open MPI include list matches no interface",
         "mpi.iface.container": "Open MPI would also try docker/libvirt/bridge interfaces",
+        "mpi.iface.unreached": "Open MPI would also try an interface peers did not all reach",
     },
 )
 def mpi_iface(facts: NodeFacts) -> Iterator[Finding]:
@@ -381,12 +383,24 @@ def mpi_iface(facts: NodeFacts) -> Iterator[Finding]:
                 fix=fix,
             )
         odd = [n for n in choice.interfaces if virtual_name(n)]
-        if odd and not choice.rule.startswith(f"{choice.parameter}_if_include"):
+        if not choice.rule.startswith(f"{choice.parameter}_if_include") and odd:
             yield Finding(
                 "mpi.iface.container",
                 Severity.WARN,
                 f"Open MPI {choice.parameter} would try {', '.join(odd)} ({choice.rule}): "
                 "the same private address on every host makes connections hang",
+                fix=fix,
+            )
+        else:
+            odd = []
+        unreached = [n for n in choice.interfaces if n not in odd and not _reached(plan, n)]
+        if unreached:
+            yield Finding(
+                "mpi.iface.unreached",
+                Severity.WARN,
+                f"Open MPI {choice.parameter} would try {', '.join(unreached)} ({choice.rule}), "
+                "which not every peer reached over TCP: connections there stall till they time out",
+                evidence=(_proven(plan),),
                 fix=fix,
             )
 

@@ -238,6 +238,13 @@ def test_recommendation_keeps_to_the_interfaces_peers_reached() -> None:
     [gloo] = [f for f in gloo_findings(gloo_on_ens6) if f.code == "gloo.iface.unreached"]
     assert "Gloo binds ens6:10.99.0.1, which not every peer reached" in gloo.summary
     assert "gloo.iface.unreached" not in gloo_codes(reached)  # by hostname: eth0's address
+    mpi = [f for f in mpi_iface.fn(reached) if f.code == "mpi.iface.unreached"]
+    assert [f.summary.split(" (")[0] for f in mpi] == [
+        "Open MPI btl_tcp would try ens6",
+        "Open MPI oob_tcp would try ens6",
+    ]
+    assert mpi[0].fix.commands == ("mpirun --mca btl_tcp_if_include eth0 ...",)
+    assert "mpi.iface.unreached" not in node_codes(mpi_iface, facts)
     nothing = dataclasses.replace(
         facts, proven_ifaces=frozenset(), env={**facts.env, "NCCL_SOCKET_IFNAME": "=bogus0"}
     )
