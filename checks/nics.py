@@ -28,8 +28,10 @@ def _pin(plan: NicPlan, text: str) -> Fix:
     """Pin every library to the recommended interface (or say that none is usable)."""
     env = plan.recommendation()
     if not env and plan.proven is not None:
-        return Fix(text + " No interface of this node was reached by every peer over TCP: "
-                   "fix the paths the reach.* findings name first.")  # fmt: skip
+        return Fix(
+            text + " No interface of this node was reached by every peer over TCP: "
+            "fix the paths the reach.* findings name first."
+        )
     if not env:
         return Fix(
             text + " No interface on this node has a routable address: fix the network first."
@@ -382,8 +384,9 @@ def mpi_iface(facts: NodeFacts) -> Iterator[Finding]:
                 evidence=(_addresses(plan),),
                 fix=fix,
             )
-        odd = [n for n in choice.interfaces if virtual_name(n)]
-        if not choice.rule.startswith(f"{choice.parameter}_if_include") and odd:
+        included = choice.rule.startswith(f"{choice.parameter}_if_include")
+        odd = [] if included else [n for n in choice.interfaces if virtual_name(n)]
+        if odd:
             yield Finding(
                 "mpi.iface.container",
                 Severity.WARN,
@@ -391,8 +394,7 @@ def mpi_iface(facts: NodeFacts) -> Iterator[Finding]:
                 "the same private address on every host makes connections hang",
                 fix=fix,
             )
-        else:
-            odd = []
+        # A container bridge is reported once, above, even though peers never reach it either.
         unreached = [n for n in choice.interfaces if n not in odd and not _reached(plan, n)]
         if unreached:
             yield Finding(

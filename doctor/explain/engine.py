@@ -208,7 +208,9 @@ class Scanner:
                 hit.awaits_stamp = True
                 self._untimed.setdefault((source, origin.rank), []).append(hit)
         hit.count += 1
-        if len(hit.evidence) < MAX_EVIDENCE:
+        if (
+            len(hit.evidence) < MAX_EVIDENCE
+        ):  # first: the strip is worth it only while there is room
             hit.add_evidence(source, line_no, text.strip()[:MAX_EVIDENCE_CHARS])
         if origin.rank is not None and len(hit.ranks) < MAX_NAMES:
             hit.ranks.add(origin.rank)

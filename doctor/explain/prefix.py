@@ -45,10 +45,11 @@ def _numbered(index: int, pattern: str) -> str:
 # is wrapped in a group of its own, which closes last, so ``lastgroup`` names the one that
 # matched and only its groups are read.
 _PREFIX = re.compile("|".join(f"(?P<p{i}>{_numbered(i, p)})" for i, p in enumerate(_PATTERNS)))
-_GROUPS = {
-    f"p{i}": [(name, f"{name}_{i}") for name in re.compile(p).groupindex]
-    for i, p in enumerate(_PATTERNS)
-}
+_GROUPS: dict[str, list[tuple[str, str]]] = {f"p{i}": [] for i in range(len(_PATTERNS))}
+for _key in _PREFIX.groupindex:  # rank_2 -> ("rank", "rank_2") under p2
+    if "_" in _key:
+        _name, _index = _key.rsplit("_", 1)
+        _GROUPS[f"p{_index}"].append((_name, _key))
 _MAX_PEELS = 8
 
 

@@ -50,7 +50,8 @@ def iter_chunks(
     cut = False  # the unfinished line is over-long: drop its bytes until the next newline
     while True:
         try:
-            block = read(CHUNK if left is None else min(CHUNK, left)) if left != 0 else b""
+            want = CHUNK if left is None else min(CHUNK, left)
+            block = read(want) if want else b""
         except (OSError, EOFError, zlib.error) as exc:
             if carry:
                 yield [carry]
