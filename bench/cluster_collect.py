@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.installed import compile_bytecode
 from doctor.inventory import build_inventory
 from doctor.stages.mesh import run_mesh
 from doctor.transport.ssh import SshTransport
@@ -131,6 +132,7 @@ def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
 
 
 def main() -> None:
+    compile_bytecode()
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     with tempfile.TemporaryDirectory() as tmp:
         results = [measure(n, rounds, Path(tmp)) for n in (3, 16)]

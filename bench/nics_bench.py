@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.installed import compile_bytecode
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.inventory import local_node
 from doctor.nic.render import nics_section
@@ -42,6 +43,7 @@ def wall(argv: list[str]) -> float:
 
 
 def main() -> None:
+    compile_bytecode()
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.installed import compile_bytecode
 from doctor.collect import probe_argv, probe_source, probe_spec
 from doctor.registry import load_checks
 
@@ -36,6 +37,7 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
+    compile_bytecode()
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.installed import compile_bytecode
 from doctor.collect import probe_argv, probe_source, probe_spec
 from doctor.prolog import PROLOG_DEADLINE
 from doctor.registry import load_checks
@@ -39,6 +40,7 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
+    compile_bytecode()
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))

@@ -1,9 +1,10 @@
 """The probe: reads one node and prints its raw captures as one JSON document.
 
-This file is shipped to nodes by piping its source into ``python3 -``, so it must run on the
-oldest Python a node may have (3.8) with the standard library only; psutil and pynvml are used
-when importable and never required. It only reads: it never writes a file, changes a setting or
-leaves a process behind (every command runs in its own process group, killed whole on timeout).
+This file is shipped to nodes by piping its source into ``python3`` (``collect.LOADER``), so it
+must run on the oldest Python a node may have (3.8) with the standard library only; psutil and
+pynvml are used when importable and never required. It only reads: it never writes a file,
+changes a setting or leaves a process behind (every command runs in its own process group, killed
+whole on timeout).
 
 It captures raw data (file contents, command results, values read in-process) and judges
 nothing: the controller parses. That keeps every capture from a real machine usable as a test
@@ -1003,7 +1004,8 @@ def collect(spec=None):
 
 def main(argv):
     spec = json.loads(argv[1]) if len(argv) > 1 else {}
-    json.dump(collect(spec), sys.stdout, sort_keys=True)
+    # One write: json.dump would make thousands under PYTHONUNBUFFERED.
+    sys.stdout.write(json.dumps(collect(spec), sort_keys=True))
     sys.stdout.flush()
     # Daemon threads stuck in a kernel read must not keep the process (or the SSH channel) open.
     os._exit(0)

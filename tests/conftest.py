@@ -24,7 +24,7 @@ def run_probe(
     env: dict[str, str] | None = None,
     timeout: float = 60,
 ) -> dict[str, Any]:
-    """Run the real probe the way nodes run it: its source on stdin of ``python -``."""
+    """Run the real probe the way nodes run it: its source on the stdin of ``python``."""
     spec = {"deadline": 20.0, **(spec or {})}
     interpreter, *rest = probe_argv(python, spec)
     proc = subprocess.run(

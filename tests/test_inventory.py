@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import paramiko
@@ -133,6 +135,33 @@ def test_build_inventory_sources(tmp_path: Path):
         build_inventory(hostfile=tmp_path / "missing", env={})
     with pytest.raises(UsageError, match="--ssh-config"):
         build_inventory(hosts="a", ssh_config=tmp_path / "nope", env={})
+
+
+# Run in a fresh interpreter: whether invoke gets imported depends on what came in before.
+PARAMIKO_WITHOUT_INVOKE = """
+import sys
+from pathlib import Path
+from doctor.inventory import load_ssh_config
+folder = Path(sys.argv[1])
+(folder / "plain").write_text("Host a\\n  HostName 10.0.0.1\\n")
+(folder / "exec").write_text('Match exec "test 1 = 1"\\n  HostName 10.0.0.2\\n')
+plain = load_ssh_config(folder / "plain").lookup("a")["hostname"]
+print(plain, "invoke" in sys.modules)
+matched = load_ssh_config(folder / "exec").lookup("b")["hostname"]
+print(matched, "invoke" in sys.modules)
+"""
+
+
+def test_ssh_config_without_match_exec_is_read_without_invoke(tmp_path: Path):
+    proc = subprocess.run(
+        [sys.executable, "-c", PARAMIKO_WITHOUT_INVOKE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # The second config's Match exec runs (through invoke) although paramiko came in without it.
+    assert proc.stdout.split("\n")[:2] == ["10.0.0.1 False", "10.0.0.2 True"]
 
 
 # -- properties --------------------------------------------------------------------------------

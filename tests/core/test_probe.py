@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
 import sys
 import time
 from importlib import metadata
 
 from doctor.capture import Capture
-from doctor.collect import probe_source
+from doctor.collect import probe_argv, probe_source
 from doctor.facts.node import parse_node
 from tests.cluster.netns import netns
 from tests.conftest import run_probe
@@ -139,3 +140,21 @@ def test_probe_finds_the_installed_cluster_doctor_as_importlib_metadata_does() -
     assert Capture(run_probe()).value("doctor_version") == metadata.version("cluster-doctor")
     # -S: no site-packages, so nothing installed there is seen.
     assert Capture(run_probe(flags=("-S",))).value("doctor_version") is None
+
+
+def test_the_program_is_read_in_one_go_even_under_pythonunbuffered() -> None:
+    # /proc/self/io counts this process's read calls; `python -` under PYTHONUNBUFFERED would
+    # make one per byte of the program (the probe's 38 KB: 38,000 reads).
+    source = probe_source().replace(b'if __name__ == "__main__":', b"if False:")
+    source += b"\nprint(open('/proc/self/io').read().split('syscr: ')[1].split()[0])\n"
+    interpreter, *rest = probe_argv(sys.executable, {})
+    proc = subprocess.run(
+        [interpreter, *rest],
+        input=source,
+        capture_output=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=60,
+        check=True,
+    )
+    assert len(source) > 30_000
+    assert int(proc.stdout) < 2_000
