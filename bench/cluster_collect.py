@@ -1,14 +1,19 @@
 """Cluster collection speed on the netns harness: doctor vs the SSH floor vs `ansible -m setup`.
 
 Run as root from the repository root: ``.venv/bin/python -m bench.cluster_collect [ROUNDS]``.
-For 3 and 16 nodes, each round runs, back to back and in rotating order:
+For 3 and 16 nodes, each round of the comparison runs, back to back and in rotating order:
 
 - floor: ``ssh -o BatchMode=yes host true`` to every node at once (OpenSSH, one process per node);
-- doctor: ``doctor preflight -H ... --no-allreduce`` (the whole run: probe, checks, the all-pairs
-  SSH mesh and TCP reachability);
-- doctor_probe_only: the same with ``--no-mesh --no-reach`` (fact gathering, like ansible's);
+- doctor_probe_only: ``doctor preflight -H ... --no-allreduce --no-mesh --no-reach`` (fact
+  gathering and the checks, like ansible's fact gathering);
 - ansible: ``ansible all -m setup -f N`` (the usual way to gather facts over SSH), with its
-  default settings and again with pipelining (its fastest mode, like the doctor's own);
+  default settings and again with pipelining (its fastest mode, like the doctor's own).
+
+Then, in rounds of their own (their 240 logins at 16 nodes load the 2 cores for seconds after,
+which would tax whatever ran next in a shared round):
+
+- doctor: the whole ``doctor preflight -H ... --no-allreduce`` (probe, checks, the all-pairs SSH
+  mesh and TCP reachability);
 - mesh alone: the SSH mesh stage by itself, in-process, over open connections.
 
 Medians go to ``bench/cluster_collect.json`` and ``bench/cluster_collect.txt``.
@@ -34,6 +39,7 @@ from tests.cluster.harness import Cluster, make_cluster
 
 HERE = Path(__file__).parent
 MESH_FAILURES: list[int] = []
+SIZES = (3, 16)
 DOCTOR = str(Path(sys.executable).parent / "doctor")
 
 
@@ -107,21 +113,21 @@ def mesh_alone(c: Cluster) -> float:
 
 def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
     with make_cluster(n, workdir / f"c{n}") as c:
-        runs = {
+        compared = {
             "floor": lambda: floor(c),
-            "doctor": lambda: doctor(c),
             "doctor_probe_only": lambda: doctor(c, "--no-mesh", "--no-reach"),
             "ansible": lambda: ansible(c, workdir),
             "ansible_pipelining": lambda: ansible(c, workdir, pipelining=True),
-            "mesh_alone": lambda: mesh_alone(c),
         }
-        times: dict[str, list[float]] = {k: [] for k in runs}
-        for fn in runs.values():  # warm-up (page cache, pyc), not recorded
-            fn()
-        for r in range(rounds):
-            order = list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]
-            for name in order:
-                times[name].append(runs[name]())
+        own = {"doctor": lambda: doctor(c), "mesh_alone": lambda: mesh_alone(c)}
+        times: dict[str, list[float]] = {}
+        for group in (compared, own):
+            for fn in group.values():  # warm-up (page cache), not recorded
+                fn()
+            for r in range(rounds):
+                order = list(group)[r % len(group) :] + list(group)[: r % len(group)]
+                for name in order:
+                    times.setdefault(name, []).append(group[name]())
         stop_ansible_masters(c)
     med = {k: round(statistics.median(v), 3) for k, v in times.items()}
     return {
@@ -135,9 +141,10 @@ def main() -> None:
     compile_bytecode()
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     with tempfile.TemporaryDirectory() as tmp:
-        results = [measure(n, rounds, Path(tmp)) for n in (3, 16)]
+        results = [measure(n, rounds, Path(tmp)) for n in SIZES]
     small, big = (r["median_s"] for r in results)
     assert isinstance(small, dict) and isinstance(big, dict)
+    extra = SIZES[1] - SIZES[0]
     ratios = {
         "doctor_over_floor_16": round(big["doctor"] / big["floor"], 2),
         "doctor_probe_only_over_floor_16": round(big["doctor_probe_only"] / big["floor"], 2),
@@ -148,6 +155,11 @@ def main() -> None:
             big["doctor_probe_only"] / small["doctor_probe_only"], 2
         ),
         "floor_16_over_3": round(big["floor"] / small["floor"], 2),
+        # What one more node costs: the slope, without the fixed start that the ratio hides.
+        "doctor_probe_only_s_per_extra_node": round(
+            (big["doctor_probe_only"] - small["doctor_probe_only"]) / extra, 3
+        ),
+        "floor_s_per_extra_node": round((big["floor"] - small["floor"]) / extra, 3),
         "mesh_16_over_3": round(big["mesh_alone"] / small["mesh_alone"], 2),
     }
     load = os.getloadavg()

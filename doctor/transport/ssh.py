@@ -22,6 +22,7 @@ import paramiko
 from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
 from doctor.transport import ExecResult, SshOptions
+from doctor.transport.known_hosts import KnownHosts
 
 # Written first on stderr by the remote wrapper: the pid of the session leader, so that a command
 # that outlives its deadline can be killed on the node with its whole process group.
@@ -100,6 +101,7 @@ class SshTransport:
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _record_lock: threading.Lock = field(default_factory=threading.Lock)
+    _known: dict[tuple[Path, ...], KnownHosts] = field(default_factory=dict)
 
     def _fail(self, node: Node, code: str, summary: str, detail: str = "") -> NodeFailure:
         return NodeFailure(node.name, code, summary, detail)
@@ -164,21 +166,30 @@ class SshTransport:
                 node, "ssh.unreachable", f"jump host {jump.name} cannot open a channel: {exc}"
             )
 
+    def _known_hosts(self, files: list[Path]) -> KnownHosts:
+        """The known_hosts files, read once per run and shared by every connection."""
+        with self._guard:
+            if tuple(files) not in self._known:
+                self._known[tuple(files)] = KnownHosts(files)
+            return self._known[tuple(files)]
+
     def _connect(self, node: Node) -> paramiko.SSHClient | NodeFailure:
         opts = self.options
         deadline = time.monotonic() + opts.connect_timeout
         sock = self._sock_for(node, deadline)
         if isinstance(sock, NodeFailure):
             return sock
+        host = node.address or node.name
         client = paramiko.SSHClient()
         known = _known_hosts_files(opts, node)
-        for path in known:
-            if path.is_file():
-                client.load_host_keys(str(path))
+        # The client gets this host's entries only, under the name paramiko looks them up by
+        # (it also prefers their key types when negotiating, as OpenSSH does).
+        name = host if node.port == 22 else f"[{host}]:{node.port}"
+        for kind, key in self._known_hosts(known).keys_for(name).items():
+            client.get_host_keys().add(name, kind, key)
         client.set_missing_host_key_policy(
             _Policy(opts.accept_new_host_keys, known[0], self._record_lock)
         )
-        host = node.address or node.name
         user = node.user or opts.user
         try:
             client.connect(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,20 @@ def test_a_command_that_exits_without_reading_its_stdin_still_reports_its_status
         assert (result.rc, result.stderr) == (7, b"gone\n")
         after = t.execute(node, ["true"], b"", 5)  # and the cached connection still works
     assert isinstance(after, ExecResult) and after.rc == 0
+
+
+def test_a_login_nodes_known_hosts_hashed_long_and_with_a_broken_line(new_cluster, tmp_path):
+    # Thousands of other hosts, names hashed by OpenSSH's ssh-keygen -H, and one line whose key
+    # does not decode (paramiko's own load raised on it): every node is still found and probed.
+    c = new_cluster(3)
+    ours = c.known_hosts.read_text()
+    key = ours.splitlines()[0].split(maxsplit=1)[1]
+    kh = tmp_path / "known_hosts"
+    kh.write_text("".join(f"other{i}.example.com {key}\n" for i in range(3000)) + ours)
+    subprocess.run(["ssh-keygen", "-H", "-f", str(kh)], check=True, capture_output=True)
+    assert all(line.startswith("|1|") for line in kh.read_text().splitlines())
+    kh.write_text("node1 ssh-ed25519 AAAA!broken\n" + kh.read_text())
+    nodes = [replace(n, known_hosts=(str(kh),)) for n in nodes_of(c)]
+    with SshTransport() as t:
+        results = gather(nodes, t, SPEC)
+    assert not any(isinstance(r, NodeFailure) for r in results.values()), results
