@@ -7,14 +7,18 @@ For 3 and 16 nodes, each round of the comparison runs, back to back and in rotat
 - doctor_probe_only: ``doctor preflight -H ... --no-allreduce --no-mesh --no-reach`` (fact
   gathering and the checks, like ansible's fact gathering);
 - ansible: ``ansible all -m setup -f N`` (the usual way to gather facts over SSH), with its
-  default settings and again with pipelining (its fastest mode, like the doctor's own).
+  default settings and again with pipelining (its fastest mode, like the doctor's own), each
+  from cold connections as the doctor's are; and, as its best case, with pipelining over the
+  ControlPersist masters an untimed ``-m ping`` just opened.
 
 Then, in rounds of their own (their 240 logins at 16 nodes load the 2 cores for seconds after,
 which would tax whatever ran next in a shared round):
 
 - doctor: the whole ``doctor preflight -H ... --no-allreduce`` (probe, checks, the all-pairs SSH
   mesh and TCP reachability);
-- mesh alone: the SSH mesh stage by itself, in-process, over open connections.
+- mesh alone: the SSH mesh stage by itself, in-process, over open connections;
+- doctor_probe_only_2000_known_hosts: the comparison's doctor run with a login node's
+  known_hosts (2,000 other hosts listed before the cluster's own).
 
 Medians go to ``bench/cluster_collect.json`` and ``bench/cluster_collect.txt``.
 """
@@ -67,12 +71,27 @@ def floor(c: Cluster) -> float:
     return time.perf_counter() - started
 
 
-def doctor(c: Cluster, *extra: str) -> float:
-    base = [DOCTOR, "preflight", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config)]
+def doctor(c: Cluster, *extra: str, ssh_config: Path | None = None) -> float:
+    config = ssh_config or c.ssh_config
+    base = [DOCTOR, "preflight", "-H", c.hosts_arg(), "--ssh-config", str(config)]
     return timed([*base, "--no-allreduce", "-f", "json", *extra])
 
 
-def ansible(c: Cluster, workdir: Path, pipelining: bool = False) -> float:
+def login_node_config(c: Cluster, workdir: Path) -> Path:
+    """The cluster's ssh_config with a known_hosts like a login node's: 2,000 other hosts first."""
+    key = c.known_hosts.read_text().splitlines()[0].split(maxsplit=1)[1]
+    known = workdir / f"known_hosts{len(c.names)}"
+    others = "".join(f"other{i}.example.com {key}\n" for i in range(2000))
+    known.write_text(others + c.known_hosts.read_text())
+    config = workdir / f"ssh_config{len(c.names)}"
+    config.write_text(c.ssh_config.read_text().replace(str(c.known_hosts), str(known)))
+    return config
+
+
+def ansible(c: Cluster, workdir: Path, *, pipelining: bool = False, warm: bool = False) -> float:
+    """Cold, like the doctor (which opens fresh connections every run): no SSH master left from
+    an earlier run. Warm: masters just opened by an untimed ``-m ping``, ansible's best case."""
+    stop_ansible_masters(c)
     inventory = workdir / f"inventory{len(c.names)}.ini"
     inventory.write_text("[all]\n" + "\n".join(c.names) + "\n")
     env = {
@@ -85,8 +104,10 @@ def ansible(c: Cluster, workdir: Path, pipelining: bool = False) -> float:
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_PIPELINING": str(pipelining),
     }
-    argv = ["ansible", "all", "-i", str(inventory), "-m", "setup", "-f", str(len(c.names))]
-    return timed(argv, env)
+    argv = ["ansible", "all", "-i", str(inventory), "-f", str(len(c.names)), "-m"]
+    if warm:
+        timed([*argv, "ping"], env)
+    return timed([*argv, "setup"], env)
 
 
 def stop_ansible_masters(c: Cluster) -> None:
@@ -118,8 +139,16 @@ def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
             "doctor_probe_only": lambda: doctor(c, "--no-mesh", "--no-reach"),
             "ansible": lambda: ansible(c, workdir),
             "ansible_pipelining": lambda: ansible(c, workdir, pipelining=True),
+            "ansible_pipelining_warm": lambda: ansible(c, workdir, pipelining=True, warm=True),
         }
-        own = {"doctor": lambda: doctor(c), "mesh_alone": lambda: mesh_alone(c)}
+        login = login_node_config(c, workdir)
+        own = {
+            "doctor": lambda: doctor(c),
+            "mesh_alone": lambda: mesh_alone(c),
+            "doctor_probe_only_2000_known_hosts": lambda: doctor(
+                c, "--no-mesh", "--no-reach", ssh_config=login
+            ),
+        }
         times: dict[str, list[float]] = {}
         for group in (compared, own):
             for fn in group.values():  # warm-up (page cache), not recorded
@@ -150,6 +179,12 @@ def main() -> None:
         "doctor_probe_only_over_floor_16": round(big["doctor_probe_only"] / big["floor"], 2),
         "ansible_over_doctor_16": round(big["ansible"] / big["doctor"], 2),
         "ansible_over_doctor_probe_only_16": round(big["ansible"] / big["doctor_probe_only"], 2),
+        "ansible_pipelining_over_doctor_probe_only_16": round(
+            big["ansible_pipelining"] / big["doctor_probe_only"], 2
+        ),
+        "ansible_pipelining_warm_over_doctor_probe_only_16": round(
+            big["ansible_pipelining_warm"] / big["doctor_probe_only"], 2
+        ),
         "doctor_16_over_3": round(big["doctor"] / small["doctor"], 2),
         "doctor_probe_only_16_over_3": round(
             big["doctor_probe_only"] / small["doctor_probe_only"], 2
@@ -172,9 +207,9 @@ def main() -> None:
     }
     (HERE / "cluster_collect.json").write_text(json.dumps(doc, indent=1) + "\n")
     lines = [f"cluster collection, medians of {rounds} rounds ({doc['machine']})"]
-    lines.append(f"{'':<20}{'3 nodes':>10}{'16 nodes':>10}")
+    lines.append(f"{'':<36}{'3 nodes':>10}{'16 nodes':>10}")
     for key in small:
-        lines.append(f"{key:<20}{small[key]:>9.3f}s{big[key]:>9.3f}s")
+        lines.append(f"{key:<36}{small[key]:>9.3f}s{big[key]:>9.3f}s")
     lines += [f"{k}: {v}" for k, v in ratios.items()]
     lines.append(f"mesh_alone failed links per run (load on 2 cores): {MESH_FAILURES}")
     (HERE / "cluster_collect.txt").write_text("\n".join(lines) + "\n")
