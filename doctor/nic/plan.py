@@ -80,12 +80,13 @@ def routable(iface: Interface) -> bool:
 
 def reach_address(iface: Interface) -> str | None:
     """The address the reachability stage tests ``iface`` on: the first non-link-local IPv4 of
-    a routable interface. None: the interface is not tested."""
+    a routable interface, else its first global IPv6 (an IPv6-only fabric; a link-local one
+    names no route without the sender's own interface). None: the interface is not tested."""
     if not routable(iface):
         return None
-    return next(
-        (a.address for a in iface.addresses if a.family == AF_INET and not a.link_local), None
-    )
+    usable = [a for a in iface.addresses if not a.link_local and not a.loopback]
+    first = next((a for a in usable if a.family == AF_INET), None) or next(iter(usable), None)
+    return first.address if first is not None else None
 
 
 def recommend(net: NetFacts, proven: frozenset[str] | None = None) -> Interface | None:

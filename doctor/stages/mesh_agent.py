@@ -1,6 +1,6 @@
 """Runs on one node: ``ssh -o BatchMode=yes`` to each peer, as mpirun and pdsh would; prints JSON.
 
-Shipped like the probe (source piped into ``python3 -``), so it is stdlib-only and valid on
+Shipped like the probe (source piped into ``python3``), so it is stdlib-only and valid on
 Python 3.8. It captures each attempt's exit status and stderr; the controller classifies them.
 Peers are tried in the order given (the controller rotates it per node so that every sshd sees
 only a few unauthenticated connections at once, under OpenSSH's MaxStartups default of 10).

@@ -21,7 +21,8 @@ CONNECT_TIMEOUT = 2.0
 
 
 def candidates(cluster: ClusterFacts) -> dict[str, dict[str, str]]:
-    """Per node, each routable interface (the NIC facts' own rule) and its first IPv4 address."""
+    """Per node, each routable interface (the NIC facts' own rule) and the address it is tested
+    on (its first IPv4, else its first global IPv6)."""
     out: dict[str, dict[str, str]] = {}
     for name, facts in cluster.nodes.items():
         if isinstance(facts.net, Missing):

@@ -5,7 +5,7 @@ the address the sender used (NAT and docker paths change it) and it reached the 
 (an address that exists on several nodes, like docker0's, is answered by the sender itself).
 Every connection carries ``<source> <target> <address>`` so the listener can tell.
 
-Shipped like the probe (source piped into ``python3 -``): stdlib only, valid on Python 3.8.
+Shipped like the probe (source piped into ``python3``): stdlib only, valid on Python 3.8.
 Spec (JSON argument): port, listen (addresses), targets [{node, iface, address}], source,
 expect (connections this node should receive), connect_timeout, deadline.
 """

@@ -109,6 +109,7 @@ class Cluster:
         self.bridge = f"{self.prefix}br"
         self.controller_address = f"{self.subnet}.{CONTROLLER_HOST}"
         self.nodes: list[ClusterNode] = []
+        self.extra_links: list[str] = []  # root-namespace links a builder added: removed on close
         self.client_key = workdir / "client_ed25519"
         self.known_hosts = workdir / "known_hosts"
         self.ssh_config = workdir / "ssh_config"
@@ -350,6 +351,25 @@ class Cluster:
         node.ns.add_nic(iface, f"10.99.{node.index}.1/24")
         node.ns.ip("route", "add", "default", "via", f"10.99.{node.index}.2", "dev", iface)
 
+    def add_ipv6_fabric(self, iface: str = "ens7") -> str:
+        """A second network joining every node, with IPv6 ULA addresses only (no IPv4): each
+        node's ``iface`` holds ``fd00:198:18:<subnet>::<i>/64``. Returns the prefix."""
+        prefix = f"fd00:198:18:{self.third}::"
+        bridge = f"{self.prefix}b6"
+        sh("ip", "link", "add", bridge, "type", "bridge")
+        sh("ip", "link", "set", bridge, "up")
+        self.extra_links.append(bridge)
+        for node in self.nodes:
+            host_end = f"{self.prefix}s{node.index}"
+            sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", iface,
+               "netns", node.ns.name)  # fmt: skip
+            sh("ip", "link", "set", host_end, "master", bridge, "up")
+            self.extra_links.append(host_end)
+            # nodad: usable at once (duplicate address detection would hold it tentative ~2 s).
+            node.ns.ip("addr", "add", f"{prefix}{node.index}/64", "dev", iface, "nodad")
+            node.ns.ip("link", "set", iface, "up")
+        return prefix
+
     def shape(self, name: str, rate: str = "10mbit") -> None:
         """A slow link: token bucket on both ends of the node's veth (egress and ingress)."""
         node = self.node(name)
@@ -377,6 +397,8 @@ class Cluster:
                 path.rmdir() if path.is_dir() else path.unlink()
             with contextlib.suppress(OSError):
                 node.etc.rmdir()
+        for link in self.extra_links:
+            sh("ip", "link", "delete", link, check=False)
         sh("ip", "link", "delete", self.bridge, check=False)
         with contextlib.suppress(OSError):
             self._lock.unlink()

@@ -51,6 +51,20 @@ def test_interface_names_differ_per_node(new_cluster, capsys):
     }
 
 
+def test_an_ipv6_only_network_is_tested_and_proven(new_cluster, capsys):
+    c = new_cluster(3)
+    prefix = c.add_ipv6_fabric("ens7")
+    rc, report = preflight(c, capsys)
+    assert rc == 0, report["findings"]
+    reach = report["reachability"]
+    assert reach["interfaces"]["node2"] == {"eth0": c.node("node2").address, "ens7": prefix + "2"}
+    assert reach["proven"] == {n: ["ens7", "eth0"] for n in c.names}
+    v6 = [x for x in reach["links"] if x["iface"] == "ens7"]
+    assert len(v6) == 6 and all(x["status"] == "ok" for x in v6)
+    # Each connection arrived from the sender's own IPv6 address on that network.
+    assert {x["seen_from"] for x in v6} == {prefix + str(i) for i in (1, 2, 3)}
+
+
 def test_one_path_blocked_is_named_both_ways(new_cluster, capsys):
     c = new_cluster(3)
     c.blackhole_between("node1", "node3")  # node3 drops its replies to node1
