@@ -417,7 +417,7 @@ def two_in_subnet(facts: NodeFacts) -> Iterator[Finding]:
     net = need(facts.net)
     by_net: dict[str, list[IfAddr]] = defaultdict(list)
     for a in net.ifaddrs:
-        if a.family == 2 and not a.loopback and not a.link_local:
+        if a.family == 2 and a.scope == "global":
             by_net[str(a.network)].append(a)
     for subnet, addrs in by_net.items():
         names = sorted({a.name for a in addrs})

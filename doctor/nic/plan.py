@@ -74,7 +74,7 @@ def routable(iface: Interface) -> bool:
     return (
         iface.running
         and iface.kind != "loopback"
-        and any(not a.link_local and not a.loopback for a in iface.addresses)
+        and any(a.scope == "global" for a in iface.addresses)
     )
 
 
@@ -84,9 +84,8 @@ def reach_address(iface: Interface) -> str | None:
     names no route without the sender's own interface). None: the interface is not tested."""
     if not routable(iface):
         return None
-    usable = [a for a in iface.addresses if not a.link_local and not a.loopback]
-    first = next((a for a in usable if a.family == AF_INET), None) or next(iter(usable), None)
-    return first.address if first is not None else None
+    usable = [a for a in iface.addresses if a.scope == "global"]  # never empty when routable
+    return next((a for a in usable if a.family == AF_INET), usable[0]).address
 
 
 def recommend(net: NetFacts, proven: frozenset[str] | None = None) -> Interface | None:
