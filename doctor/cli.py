@@ -552,9 +552,9 @@ def explain(
     fmt: FormatOpt = Format.text,
 ) -> int:
     """Read failed-job logs (NCCL, PyTorch, Gloo, Open MPI, ssh) and name the cause and the fix."""
-    from doctor.explain.engine import explain as scan
-    from doctor.explain.render import render_explain_json, render_explain_text
+    from doctor.explain.scan import explain as scan
     from doctor.explain.source import LogReadError
+    from doctor.render.explain import render_explain_json, render_explain_text
 
     if not logs and sys.stdin.isatty():
         raise UsageError("explain: name log files, or pipe a log into 'doctor explain -'")

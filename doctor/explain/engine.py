@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -16,7 +13,6 @@ from doctor.explain.keywords import KeywordFilter
 from doctor.explain.nccl_log import KEYWORDS as NCCL_KEYWORDS
 from doctor.explain.nccl_log import NcclLog
 from doctor.explain.prefix import Origin, strip_prefixes
-from doctor.explain.source import LogReadError, iter_chunks, open_log
 from doctor.model import Finding, Fix, Severity
 
 MAX_EVIDENCE = 3
@@ -25,7 +21,6 @@ MAX_NAMES = 64  # hosts/ranks remembered per finding and in the context
 MAX_MESSAGE = 4096  # characters of a line the signatures are matched against
 MAX_CLOCKS = 4096  # (file, rank) pairs whose last timestamp is remembered
 T = TypeVar("T", int, str)
-PARALLEL_FROM = 64 << 20  # bytes: a plain log this large is scanned on every CPU
 
 
 @dataclass
@@ -360,39 +355,3 @@ def context(result: Explanation) -> dict[str, Any]:
     if result.errors:
         doc["read_errors"] = result.errors
     return doc
-
-
-def explain(
-    names: Iterable[str], scanner: Scanner | None = None, parallel_from: int = PARALLEL_FROM
-) -> Explanation:
-    """Scan every named log (``-`` is stdin); a plain file of ``parallel_from`` bytes or more is
-    scanned in parts on every CPU.
-
-    A log that cannot be opened raises LogReadError; one that breaks part-way (a truncated
-    gzip) keeps what was read and is noted in ``errors``.
-    """
-    scanner = scanner or Scanner()
-    result = scanner.result
-    for name in names:
-        stream = open_log(name)
-        result.sources.append(name)
-        line_no = 1
-        try:
-            if name != "-" and isinstance(stream, io.BufferedReader):  # not stdin, not gzip
-                info = os.fstat(stream.fileno())
-                if stat.S_ISREG(info.st_mode) and info.st_size >= parallel_from:
-                    from doctor.explain.parallel import scan_file  # process pools: only here
-
-                    # Parts of half that size at least: a smaller part costs more in process
-                    # start than it saves.
-                    scan_file(scanner, name, info.st_size, parallel_from // 2)
-                    continue
-            for batch in iter_chunks(stream, name):
-                scanner.feed_lines(batch, name, line_no)
-                line_no += len(batch)
-        except LogReadError as exc:
-            result.errors.append(str(exc))
-        finally:
-            if name != "-":
-                stream.close()
-    return result

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.explain.engine import Explanation, Scanner, explain
+from doctor.explain.engine import Explanation, Scanner
 from doctor.explain.parallel import part_bounds, scan_range
-from doctor.explain.render import explain_json
+from doctor.explain.scan import explain
+from doctor.render.explain import explain_json
 from tests.explain.fixtures import LOGS, body
 
 # Every log fixture, real captures and format-built ones, one after another: many sources,

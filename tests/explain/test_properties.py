@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from doctor.explain.engine import Scanner, context, findings
 from doctor.explain.nccl_log import MAX_PROCESSES, NcclLog
-from doctor.explain.render import explain_json
 from doctor.explain.source import MAX_LINE, iter_chunks
+from doctor.render.explain import explain_json
 from tests.explain.fixtures import LOGS, body
 
 # Pieces of real and format lines, so generated input reaches the regexes, not just the filter.

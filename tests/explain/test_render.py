@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from doctor.explain.render import render_explain_text
+from doctor.render.explain import render_explain_text
 from tests.explain.fixtures import LOGS, scan
 
 EXPECTED = Path(__file__).with_name("expected")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.explain.engine import explain
+from doctor.explain.scan import explain
 from doctor.explain.source import MAX_LINE, LogReadError, iter_chunks, open_log
 from tests.explain.fixtures import LOGS, body
 

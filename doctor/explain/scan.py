@@ -1,0 +1,49 @@
+"""Read the named logs into a Scanner: plain files, gzip, stdin; a large plain file on every CPU."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from collections.abc import Iterable
+
+from doctor.explain.engine import Explanation, Scanner
+from doctor.explain.source import LogReadError, iter_chunks, open_log
+
+PARALLEL_FROM = 64 << 20  # bytes: a plain log this large is scanned on every CPU
+
+
+def explain(
+    names: Iterable[str], scanner: Scanner | None = None, parallel_from: int = PARALLEL_FROM
+) -> Explanation:
+    """Scan every named log (``-`` is stdin); a plain file of ``parallel_from`` bytes or more is
+    scanned in parts on every CPU.
+
+    A log that cannot be opened raises LogReadError; one that breaks part-way (a truncated
+    gzip) keeps what was read and is noted in ``errors``.
+    """
+    scanner = scanner or Scanner()
+    result = scanner.result
+    for name in names:
+        stream = open_log(name)
+        result.sources.append(name)
+        line_no = 1
+        try:
+            if name != "-" and isinstance(stream, io.BufferedReader):  # not stdin, not gzip
+                info = os.fstat(stream.fileno())
+                if stat.S_ISREG(info.st_mode) and info.st_size >= parallel_from:
+                    from doctor.explain.parallel import scan_file  # process pools: only here
+
+                    # Parts of half that size at least: a smaller part costs more in process
+                    # start than it saves.
+                    scan_file(scanner, name, info.st_size, parallel_from // 2)
+                    continue
+            for batch in iter_chunks(stream, name):
+                scanner.feed_lines(batch, name, line_no)
+                line_no += len(batch)
+        except LogReadError as exc:
+            result.errors.append(str(exc))
+        finally:
+            if name != "-":
+                stream.close()
+    return result
