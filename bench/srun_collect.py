@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from doctor.collect import gather, probe_spec
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import build_inventory
+from doctor.model import NodeFailure
 from doctor.transport.srun import slurm_nodes
 from doctor.transport.ssh import SshTransport
 from tests.cluster.harness import make_cluster
@@ -35,7 +35,7 @@ SPEC = probe_spec([], deadline=20)
 IN_ALLOCATION = """
 import os, sys, time
 from doctor.collect import gather, probe_spec
-from doctor.facts.cluster import NodeFailure
+from doctor.model import NodeFailure
 from doctor.transport.srun import slurm_nodes
 nodes, transport = slurm_nodes(None, None, os.environ)
 started = time.perf_counter()

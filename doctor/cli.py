@@ -22,8 +22,9 @@ from doctor.capture import Capture, CaptureError
 from doctor.collect import gather, probe_spec, to_cluster
 from doctor.config import default_map, find_config
 from doctor.errors import UsageError
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.inventory import Node, build_inventory, local_node
+from doctor.model import NodeFailure
 from doctor.nic.render import export_lines, nics_section, plans, render_table
 from doctor.output import (
     BaselineOpt,

@@ -10,9 +10,10 @@ from importlib.resources import files
 from typing import Any
 
 from doctor.capture import Capture, CaptureError
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import parse_node
 from doctor.inventory import Node
+from doctor.model import NodeFailure
 from doctor.plugin import CheckSpec
 from doctor.transport import BatchTransport, ExecResult, Transport
 

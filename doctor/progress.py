@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.text import Text
 
 from doctor.capture import Capture
-from doctor.facts.cluster import NodeFailure
+from doctor.model import NodeFailure
 from doctor.nodeset import compact
 
 

@@ -12,9 +12,8 @@ import sys
 from typing import TextIO
 
 from doctor.collect import gather, probe_spec, to_cluster
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import local_node
-from doctor.model import Finding, Severity
+from doctor.model import Finding, NodeFailure, Severity
 from doctor.plugin import CheckSpec
 from doctor.report import Report
 from doctor.runner import run_checks

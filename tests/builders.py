@@ -17,9 +17,9 @@ import pytest
 from checks.system import CHECKS as SYSTEM_CHECKS
 from doctor.capture import Capture
 from doctor.cli import main
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.model import Finding, Severity
+from doctor.model import Finding, NodeFailure, Severity
 from doctor.plugin import CheckSpec, Skip, cluster_check, node_check
 from doctor.report import Report
 from doctor.runner import run_checks

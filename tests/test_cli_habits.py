@@ -16,7 +16,7 @@ from builders import MIB, raw_capture, run_cli, write_captures
 from rich.console import Console
 
 from doctor.capture import Capture
-from doctor.facts.cluster import NodeFailure
+from doctor.model import NodeFailure
 from doctor.progress import Progress
 
 # Exit codes and output are asserted for these checks only: other checks (present or added

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import paramiko
 
 from doctor.allreduce.launch import CHUNK, KILL_WAIT, Process
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.model import NodeFailure
 from doctor.transport.ssh import SshTransport, remote_command, send_stdin, split_pid
 
 

@@ -8,17 +8,7 @@ from doctor.facts.mesh import SshMesh
 from doctor.facts.node import NodeFacts
 from doctor.facts.reach import Reachability
 from doctor.inventory import Node
-from doctor.model import Missing
-
-
-@dataclass(frozen=True)
-class NodeFailure:
-    """A node whose facts could not be had: unreachable, no Python, probe broke, ..."""
-
-    node: str
-    code: str  # e.g. "transport.refused", "probe.no_python"
-    summary: str
-    detail: str = ""
+from doctor.model import Missing, NodeFailure
 
 
 @dataclass

@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 
 from doctor.collect import probe_argv
-from doctor.facts.cluster import NodeFailure
 from doctor.facts.mesh import MeshLink, SshMesh, parse_agent_output
 from doctor.inventory import Node
+from doctor.model import NodeFailure
 from doctor.transport import Transport
 
 # Per source, at most this many ssh clients at once: with the rotated order every sshd then sees

@@ -8,10 +8,10 @@ from importlib.resources import files
 from typing import Any
 
 from doctor.collect import probe_argv
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.reach import Reachability, judge, parse_agent_json
 from doctor.inventory import Node
-from doctor.model import Missing
+from doctor.model import Missing, NodeFailure
 from doctor.nic.plan import reach_address
 from doctor.transport import Transport
 

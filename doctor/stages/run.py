@@ -11,10 +11,11 @@ from typing import Any
 
 from doctor.capture import Capture
 from doctor.collect import gather, to_cluster
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.mesh import SshMesh
 from doctor.facts.reach import Reachability
 from doctor.inventory import Node
+from doctor.model import NodeFailure
 from doctor.stages.mesh import run_mesh
 from doctor.stages.reach import run_reach
 from doctor.transport import BatchTransport, SshOptions, Transport

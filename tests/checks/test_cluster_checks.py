@@ -7,12 +7,12 @@ from typing import Any
 from checks.cluster import clock_skew, doctor_version, identity_unique, names_resolve, slots_gpus
 from checks.system import node_reach
 from doctor import __version__
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.peers import PeerFacts
 from doctor.facts.system import SystemFacts
 from doctor.inventory import Node
-from doctor.model import Missing
+from doctor.model import Missing, NodeFailure
 from doctor.plugin import Skip
 from doctor.runner import run_checks
 from tests import factkit as fk

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from doctor.collect import gather, probe_spec
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node, build_inventory
+from doctor.model import NodeFailure
 from doctor.transport import ExecResult, SshOptions
 from doctor.transport.ssh import SshTransport
 
