@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from types import TracebackType
 
 from rich.console import Console
 from rich.live import Live
@@ -22,12 +21,12 @@ from doctor.nodeset import compact
 
 
 class Progress:
-    def __init__(
-        self, console: Console, names: list[str], *, quiet: bool = False, verbose: bool = False
-    ) -> None:
+    """The pipeline's Watcher on a console (doctor/pipeline.py)."""
+
+    def __init__(self, console: Console, *, quiet: bool = False, verbose: bool = False) -> None:
         self.console = console
-        self.pending = dict.fromkeys(names)
-        self.total = len(names)
+        self.pending: dict[str, None] = {}
+        self.total = 0
         self.failed = 0
         self.quiet = quiet
         self.verbose = verbose
@@ -44,23 +43,21 @@ class Progress:
             text.append(f"; waiting on {compact(self.pending)}", style="dim")
         return text
 
-    def __enter__(self) -> Progress:
+    def probing(self, names: list[str]) -> None:
+        self.pending = dict.fromkeys(names)
+        self.total = len(names)
+        self.started = time.monotonic()
         if not self.quiet and self.console.is_terminal:
             self._live = Live(self.line(), console=self.console, transient=True)
             self._live.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def done(self) -> None:
         if self._live is not None:
             self._live.stop()
+            self._live = None
 
-    def done(self, name: str, result: Capture | NodeFailure) -> None:
-        """``gather``'s on_done callback: called from worker threads as each node answers."""
+    def probed(self, name: str, result: Capture | NodeFailure) -> None:
+        """Called from the probe's worker threads as each node answers."""
         with self._lock:
             self.pending.pop(name, None)
             seconds = time.monotonic() - self.started

@@ -105,29 +105,34 @@ def progress_console(terminal: bool) -> tuple[Console, io.StringIO]:
 
 def test_progress_line_names_the_nodes_still_awaited() -> None:
     console, out = progress_console(False)
-    progress = Progress(console, ["gpu01", "gpu02", "gpu03"])
-    with progress:
-        progress.done("gpu02", NodeFailure("gpu02", "node.timeout", "gpu02 did not answer"))
-        assert progress.line().plain == (
-            "probing 3 nodes: 1 answered, 1 failed; waiting on gpu[01,03]"
-        )
-        progress.done("gpu01", Capture(raw_capture("gpu01")))
+    progress = Progress(console)
+    progress.probing(["gpu01", "gpu02", "gpu03"])
+    progress.probed("gpu02", NodeFailure("gpu02", "node.timeout", "gpu02 did not answer"))
+    assert progress.line().plain == ("probing 3 nodes: 1 answered, 1 failed; waiting on gpu[01,03]")
+    progress.probed("gpu01", Capture(raw_capture("gpu01")))
+    progress.done()
     # Not a terminal: no redrawing, one line for the failure only (the success is quiet).
     assert re.fullmatch(r"gpu02: gpu02 did not answer \(\d+\.\ds\)\n", out.getvalue())
 
 
 def test_progress_verbose_quiet_and_live() -> None:
     console, out = progress_console(False)
-    with Progress(console, ["gpu01"], verbose=True) as progress:
-        progress.done("gpu01", Capture(raw_capture("gpu01")))
+    progress = Progress(console, verbose=True)
+    progress.probing(["gpu01"])
+    progress.probed("gpu01", Capture(raw_capture("gpu01")))
+    progress.done()
     assert out.getvalue().startswith("gpu01: probed (")
     console, out = progress_console(False)
-    with Progress(console, ["gpu01"], quiet=True) as progress:
-        progress.done("gpu01", NodeFailure("gpu01", "node.timeout", "gone"))
+    progress = Progress(console, quiet=True)
+    progress.probing(["gpu01"])
+    progress.probed("gpu01", NodeFailure("gpu01", "node.timeout", "gone"))
+    progress.done()
     assert out.getvalue() == ""
     console, out = progress_console(True)
-    with Progress(console, ["gpu01", "gpu02"]) as progress:
-        progress.done("gpu01", Capture(raw_capture("gpu01")))
+    progress = Progress(console)
+    progress.probing(["gpu01", "gpu02"])
+    progress.probed("gpu01", Capture(raw_capture("gpu01")))
+    progress.done()
     assert "waiting on gpu02" in out.getvalue()  # the live line was drawn on the terminal
 
 

@@ -22,9 +22,7 @@ from importlib.resources import files
 from typing import Any, Protocol
 
 from doctor.inventory import Node
-from doctor.transport import BatchTransport, Transport
-from doctor.transport.local import LocalTransport, spawn
-from doctor.transport.srun import SrunTransport
+from doctor.transport.local import spawn
 
 # Reads exactly the worker's source from stdin and runs it; what stays on stdin is the lifeline.
 BOOT = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'allreduce-worker','exec'))"
@@ -166,18 +164,3 @@ def _read_stderr(worker: Worker) -> None:
             if len(worker.stderr) > STDERR_LIMIT:
                 # Keep the head (NCCL's init lines) and the newest tail (the error).
                 del worker.stderr[STDERR_LIMIT // 2 : len(worker.stderr) - STDERR_LIMIT // 2]
-
-
-def launcher_for(transport: Transport | BatchTransport) -> Launcher:
-    """Ranks go where the probe went: here, through srun, or over its SSH connections."""
-    # The srun and SSH launchers build on this module, and SSH costs a paramiko import (0.2 s)
-    # that a run on this machine alone need not pay: both are imported only when used.
-    if isinstance(transport, LocalTransport):
-        return LocalLauncher()
-    if isinstance(transport, SrunTransport):
-        from doctor.allreduce.srun import SrunLauncher
-
-        return SrunLauncher()
-    from doctor.allreduce.ssh_launch import SshLauncher
-
-    return SshLauncher(transport)  # type: ignore[arg-type]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from doctor.allreduce.plan import default_sizes
 from doctor.errors import UsageError
+from doctor.facts.allreduce import default_sizes
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)(?:i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}

@@ -8,13 +8,49 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from doctor.allreduce.launch import Event, Launcher, Worker, start, worker_argv, worker_source
-from doctor.allreduce.plan import Plan, Rank
-from doctor.allreduce.result import RankState, RunResult
+from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
 from doctor.inventory import Node
 
 POLL = 0.05
+# Environment variables every rank reports at launch, so "as configured" is seen, not assumed.
+REPORTED_ENV = (
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_HCA",
+    "NCCL_NET",
+    "NCCL_SOCKET_FAMILY",
+    "NCCL_DEBUG",
+    "NCCL_HOSTID",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
+NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET"}
 # Past a phase's own deadline the worker usually reports its own timeout; wait this much for it.
 GRACE = 2.0
+
+
+def worker_spec(plan: Plan, rank: Rank) -> dict[str, object]:
+    """The JSON argument of one rank's worker: who it is, where to meet, what to measure."""
+    env = dict(plan.env)
+    if plan.backend == "nccl":
+        env.update(NCCL_DEBUG_ENV)
+    return {
+        "mode": "rank",
+        "rank": rank.rank,
+        "local_rank": rank.local_rank,
+        "world_size": plan.world_size,
+        "backend": plan.backend,
+        "master_addr": plan.master_addr,
+        "master_port": plan.port,
+        "env": env,
+        "report_env": list(REPORTED_ENV),
+        "rendezvous_timeout_s": plan.deadlines.rendezvous,
+        "collective_timeout_s": plan.deadlines.init,
+        "sweep_budget_s": plan.deadlines.sweep * 0.8,
+        "verify_elems": plan.verify_elems,
+        "sizes": list(plan.sizes),
+        "link_bytes": min(plan.link_bytes, max(plan.sizes, default=plan.link_bytes)),
+    }
 
 
 def rendezvous_address(
@@ -58,7 +94,7 @@ def run_plan(plan: Plan, launcher: Launcher, label: str = "as configured") -> Ru
     lock = threading.Lock()
 
     def launch(r: Rank) -> None:
-        argv = worker_argv(plan.python, source, plan.worker_spec(r))
+        argv = worker_argv(plan.python, source, worker_spec(plan, r))
         worker = start(r.rank, launcher, r.node, argv, source, events)
         with lock:
             if isinstance(worker, str):

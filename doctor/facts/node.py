@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from doctor.capture import Capture
 from doctor.facts.driver import DriverFacts, parse_driver
@@ -21,7 +21,12 @@ from doctor.facts.system import SystemFacts, parse_system
 from doctor.facts.topo import TopoFacts, parse_topo
 from doctor.model import Missing
 
+if TYPE_CHECKING:
+    from doctor.nic.plan import NicPlan
+
 T = TypeVar("T")
+# Until the pipeline derives it (doctor/nic/plan.py with_plan), after the cross-node stages.
+NOT_DERIVED = Missing("the NIC plan is derived once the cross-node stages ran", "unsupported")
 
 
 @dataclass(frozen=True)
@@ -41,9 +46,9 @@ class NodeFacts:
     gpus: GpuFacts | Missing
     mpi: MpiFacts | Missing
     frameworks: FrameworkFacts | Missing
-    # Learnt between nodes, not from the capture: the interfaces every peer reached over TCP
-    # (the reachability stage). None when this node was not tested.
-    proven_ifaces: frozenset[str] | None = None
+    # Derived, not parsed: what NCCL, Gloo and Open MPI will use here and what to set, on the
+    # interfaces every peer reached over TCP when the reachability stage ran.
+    nic: NicPlan | Missing = NOT_DERIVED
 
     def to_json(self) -> dict[str, Any]:
         from doctor.jsonable import jsonable

@@ -8,9 +8,9 @@ from typing import Literal
 from rich.console import Console
 from rich.text import Text
 
-from doctor.allreduce.render import render_allreduce
 from doctor.model import CheckOutcome, Finding, Severity, Status
 from doctor.nodeset import compact
+from doctor.render.allreduce import render_allreduce
 from doctor.render.matrix import render_matrix
 from doctor.report import Report
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any
 
 from doctor.collect import probe_argv
-from doctor.facts.cluster import ClusterFacts
+from doctor.facts.node import NodeFacts
 from doctor.facts.reach import Reachability, judge, parse_agent_json
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
@@ -20,11 +21,11 @@ RANDOM_PEERS = 3
 CONNECT_TIMEOUT = 2.0
 
 
-def candidates(cluster: ClusterFacts) -> dict[str, dict[str, str]]:
+def candidates(probed: Mapping[str, NodeFacts]) -> dict[str, dict[str, str]]:
     """Per node, each routable interface (the NIC facts' own rule) and the address it is tested
     on (its first IPv4, else its first global IPv6)."""
     out: dict[str, dict[str, str]] = {}
-    for name, facts in cluster.nodes.items():
+    for name, facts in probed.items():
         if isinstance(facts.net, Missing):
             continue
         out[name] = {
@@ -73,7 +74,7 @@ def reach_specs(
 
 
 def run_reach(
-    cluster: ClusterFacts,
+    probed: Mapping[str, NodeFacts],
     nodes: list[Node],
     transport: Transport,
     *,
@@ -83,7 +84,7 @@ def run_reach(
     workers: int = 32,
 ) -> Reachability | Missing:
     """Run the agent on every probed node with candidates; judge what each listener saw."""
-    ifaces = {n: i for n, i in candidates(cluster).items() if i}
+    ifaces = {n: i for n, i in candidates(probed).items() if i}
     if len(ifaces) < 2:
         return Missing("fewer than two nodes with a routable interface address")
     port = port or random.Random().randrange(40000, 60000)
@@ -106,5 +107,5 @@ def run_reach(
         answers = dict(zip(ifaces, pool.map(one, ifaces), strict=True))
     outputs = {n: a for n, a in answers.items() if isinstance(a, dict)}
     not_run = {n: a for n, a in answers.items() if isinstance(a, str)}
-    names = tuple(n for n in cluster.names if n in ifaces)
+    names = tuple(n.name for n in nodes if n.name in ifaces)
     return Reachability(names, ifaces, tuple(judge(outputs, ifaces)), port, not_run)

@@ -17,7 +17,8 @@ from doctor.allreduce.launch import (
     worker_argv,
     worker_source,
 )
-from doctor.allreduce.plan import Plan, Rank
+from doctor.allreduce.run import worker_spec
+from doctor.facts.allreduce import Plan, Rank
 from doctor.inventory import Node
 
 
@@ -36,7 +37,7 @@ def test_worker_is_python_3_8_and_imports_only_stdlib_and_torch() -> None:
 def test_closing_the_lifeline_kills_a_worker_stuck_in_rendezvous() -> None:
     # A lone rank 1 waits for a rendezvous server that never comes, as on a dead first node.
     plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
-    spec = plan.worker_spec(plan.ranks[1])
+    spec = worker_spec(plan, plan.ranks[1])
     source = worker_source()
     events: queue.Queue[Event] = queue.Queue()
     argv = worker_argv(sys.executable, source, spec)

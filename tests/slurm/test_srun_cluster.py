@@ -13,7 +13,7 @@ import pytest
 
 from doctor.allreduce.srun import SrunLauncher
 from doctor.capture import Capture
-from doctor.collect import TRANSPORT_GRACE, gather, probe_spec
+from doctor.collect import TRANSPORT_GRACE, gather
 from doctor.inventory import Node
 from doctor.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
 from tests.cluster.slurm import Slurm
@@ -77,11 +77,11 @@ def test_auto_uses_srun_inside_an_allocation(slurm: Slurm) -> None:
 # (a second one would wait: the first job stays completing on the node whose slurmd is dead).
 TIMED = """
 import json, os, subprocess, sys, time
-from doctor.collect import gather, probe_spec
+from doctor.collect import gather
 from doctor.transport.srun import slurm_nodes
 nodes, transport = slurm_nodes(None, None, os.environ)
 started = time.monotonic()
-results = gather(nodes, transport, probe_spec([], deadline=5))
+results = gather(nodes, transport, {"deadline": 5.0})
 elapsed = time.monotonic() - started
 cli = [sys.executable, "-m", "doctor", "preflight", "-f", "json", "--deadline=5", "--no-allreduce"]
 report = json.loads(subprocess.run(cli, capture_output=True, text=True).stdout)
@@ -205,7 +205,7 @@ def test_each_capture_comes_from_its_own_node_address(slurm: Slurm) -> None:
     # Outside an allocation: srun makes its own (--immediate); /proc/net/fib_trie lists the local
     # addresses of the network namespace the probe ran in.
     nodes, transport = slurm_nodes("node[1-3]", None, slurm.env)
-    spec = probe_spec([], deadline=10)
+    spec = {"deadline": 10.0}
     spec["files"] = ["/proc/net/fib_trie"]
     results = gather(nodes, transport, spec)
     for node in slurm.nodes:

@@ -1,0 +1,238 @@
+"""The one pipeline every command runs: request -> nodes -> probe -> stages -> facts -> checks.
+
+    inventory, transport   connect(request.targets)            doctor/connect.py
+    probe                  gather(...) on every node           doctor/collect.py
+    parse                  parse_node(capture)                 doctor/facts/node.py
+    cross-node stages      SSH mesh, TCP reachability          doctor/stages/
+    derived facts          proven interfaces -> NIC plans      doctor/nic/plan.py
+    allreduce              a real allreduce, as facts          doctor/allreduce/stage.py
+    checks                 pure functions of ClusterFacts      checks/, doctor/runner.py
+    report                 one object; renderers read it       doctor/report.py
+
+ClusterFacts is built once, at the end, from what each step returned; nothing changes it after.
+A command is a Request with some of these switched off (doctor/request.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from doctor.allreduce.stage import Job, launcher_for, run_allreduce
+from doctor.baseline import load_baseline
+from doctor.capture import Capture
+from doctor.collect import gather
+from doctor.connect import connect
+from doctor.facts.allreduce import AllreduceFacts
+from doctor.facts.cluster import ClusterFacts
+from doctor.facts.mesh import SshMesh
+from doctor.facts.node import NodeFacts, parse_node
+from doctor.facts.reach import Reachability
+from doctor.inventory import Node
+from doctor.model import Missing, NodeFailure
+from doctor.nic.plan import NicPlan, cluster_recommendation, with_plan
+from doctor.nic.section import nics_section
+from doctor.report import Report
+from doctor.request import AllreduceSettings, Request
+from doctor.runner import run_checks
+from doctor.stages.mesh import run_mesh
+from doctor.stages.reach import run_reach
+from doctor.transport import BatchTransport, Transport
+
+NOT_TESTED = Missing("reachability not tested")
+WORKERS = 32  # nodes probed (and stage agents started) at once
+MESH_CONNECT_TIMEOUT = 5
+
+
+class Watcher(Protocol):
+    """What the pipeline says as it goes; the CLI shows it on stderr (doctor/progress.py)."""
+
+    def probing(self, names: list[str]) -> None: ...
+
+    def probed(self, name: str, result: Capture | NodeFailure) -> None: ...
+
+    def done(self) -> None: ...
+
+
+class Silent:
+    def probing(self, names: list[str]) -> None:
+        pass
+
+    def probed(self, name: str, result: Capture | NodeFailure) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
+
+
+def probe_spec(request: Request, resolve: list[str]) -> dict[str, Any]:
+    """What the probe captures: its defaults, what the request's checks ask for, and the names
+    every node resolves (each node's and MASTER_ADDR) when several nodes are checked."""
+    files: set[str] = set()
+    commands: dict[str, list[str]] = {}
+    for spec in request.checks:
+        files.update(spec.probe_files)
+        for name, argv in spec.probe_commands.items():
+            commands[f"{spec.id}:{name}"] = list(argv)
+    out: dict[str, Any] = {
+        "deadline": request.probe.deadline,
+        "torch": request.probe.torch,
+        "files": sorted(files),
+        "commands": commands,
+    }
+    if resolve:
+        out["resolve"] = resolve
+    return out
+
+
+def run(request: Request, watcher: Watcher | None = None) -> Report:
+    """Everything one command does before its report is rendered."""
+    baseline = load_baseline(request.baseline) if request.baseline is not None else None
+    if request.captures is not None:
+        probed = {n: parse_node(n, c) for n, c in request.captures.items()}
+        cluster = ClusterFacts(nodes=derive(probed, NOT_TESTED), baseline=baseline)
+    else:
+        with connect(request.targets) as (nodes, transport):
+            cluster = _on_nodes(request, nodes, transport, watcher or Silent(), baseline)
+    outcomes = run_checks(request.checks, cluster) if request.judge else []
+    return Report.build(request.command, cluster, outcomes, sections(cluster, request))
+
+
+def _on_nodes(
+    request: Request,
+    nodes: list[Node],
+    transport: Transport | BatchTransport,
+    watcher: Watcher,
+    baseline: NodeFacts | None,
+) -> ClusterFacts:
+    remote = not all(n.local for n in nodes)
+    # Stage agents run one command per node; a batch transport (srun: one step for every node)
+    # has no such call, so through srun only the probe runs.
+    per_node = None if isinstance(transport, BatchTransport) else transport
+    given = request.stages.master or os.environ.get("MASTER_ADDR")
+    master = (given or nodes[0].name) if remote else None
+    spec = probe_spec(request, sorted({*(n.name for n in nodes), master}) if master else [])
+    python = request.targets.python
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        mesh: Future[SshMesh] | None = None
+        if per_node is not None and remote and request.stages.mesh and len(nodes) > 1:
+            mesh = pool.submit(
+                run_mesh,
+                nodes,
+                nodes,
+                per_node,
+                connect_timeout=MESH_CONNECT_TIMEOUT,
+                python=python,
+                workers=WORKERS,
+            )
+        with _watching(watcher, [n.name for n in nodes]):
+            results = gather(
+                nodes, transport, spec, python=python, workers=WORKERS, on_done=watcher.probed
+            )
+        probed = {n: parse_node(n, c) for n, c in results.items() if isinstance(c, Capture)}
+        failures = {n: f for n, f in results.items() if isinstance(f, NodeFailure)}
+        ssh_mesh: SshMesh | Missing = Missing("SSH mesh not run")
+        if mesh is not None:
+            done = mesh.result()
+            # An unreachable node is reported once, by node.reach, not again as a mesh source.
+            not_run = {k: v for k, v in done.not_run.items() if k not in failures}
+            ssh_mesh = SshMesh(done.nodes, done.links, not_run)
+    reach: Reachability | Missing = NOT_TESTED
+    if per_node is not None and remote and request.stages.reach and len(probed) > 1:
+        reach = run_reach(probed, nodes, per_node, python=python, workers=WORKERS)
+    derived = derive(probed, reach)
+    allreduce: AllreduceFacts | Missing = Missing("allreduce not run")
+    if request.allreduce is not None:
+        job = job_for(request.allreduce, nodes, derived, python)
+        allreduce = run_allreduce(job, launcher_for(transport))
+    return ClusterFacts(
+        nodes=derived,
+        failures={n: failures[n] for n in results if n in failures},
+        inventory={n.name: n for n in nodes},
+        baseline=baseline,
+        master_addr=master,
+        ssh_mesh=ssh_mesh,
+        reachability=reach,
+        allreduce=allreduce,
+    )
+
+
+@contextmanager
+def _watching(watcher: Watcher, names: list[str]) -> Iterator[None]:
+    watcher.probing(names)
+    try:
+        yield
+    finally:
+        watcher.done()
+
+
+def derive(probed: Mapping[str, NodeFacts], reach: Reachability | Missing) -> dict[str, NodeFacts]:
+    """Every node's NIC plan, once, on the interfaces every peer reached when that was tested."""
+    proven = reach.proven() if isinstance(reach, Reachability) else {}
+    return {
+        name: with_plan(facts, frozenset(proven[name]) if name in proven else None)
+        for name, facts in probed.items()
+    }
+
+
+def gpu_counts(facts: Mapping[str, NodeFacts]) -> dict[str, int]:
+    """NVIDIA GPUs per node, from the PCI facts (0 where unknown)."""
+    counts = {}
+    for name, node in facts.items():
+        devices = node.pci if isinstance(node.pci, list) else []
+        counts[name] = sum(1 for d in devices if d.is_nvidia_gpu)
+    return counts
+
+
+def job_for(
+    settings: AllreduceSettings,
+    nodes: list[Node],
+    facts: Mapping[str, NodeFacts],
+    python: str | None,
+) -> Job:
+    """The allreduce to run: the backend (auto: NCCL where every node has a GPU), ranks, and the
+    recommendation to try when the configured run's environment differs from it."""
+    if all(n.local for n in nodes) and settings.backend != "nccl":
+        nodes = nodes * (settings.ranks or 1)  # Gloo ranks on this machine, over loopback
+    gpus = gpu_counts(facts)
+    backend = settings.backend
+    if backend == "auto":
+        # NCCL only where every node has a GPU: one CPU-only node would strand the others.
+        backend = "nccl" if nodes and all(gpus.get(n.name, 0) for n in nodes) else "gloo"
+    given = settings.recommendation()
+    if given is not None:
+        recommendation = given
+    else:
+        plans: dict[str, NicPlan | Missing] = {name: f.nic for name, f in facts.items()}
+        prefix = "NCCL_" if backend == "nccl" else "GLOO_"
+        env = cluster_recommendation(plans)
+        recommendation = {k: v for k, v in env.items() if k.startswith(prefix)}
+    return Job(
+        nodes=tuple(nodes),
+        backend=backend,
+        gpus=gpus,
+        port=settings.port,
+        python=python or (sys.executable if all(n.local for n in nodes) else "python3"),
+        deadlines=settings.deadlines,
+        sizes=settings.size_list(),
+        recommendation=recommendation,
+        rendezvous_iface=settings.iface,
+    )
+
+
+def sections(cluster: ClusterFacts, request: Request) -> dict[str, Any]:
+    """The report's sections beyond the checks, for what ran."""
+    out: dict[str, Any] = {}
+    if isinstance(cluster.ssh_mesh, SshMesh):
+        out["ssh_mesh"] = cluster.ssh_mesh.to_section()
+    if isinstance(cluster.reachability, Reachability):
+        out["reachability"] = cluster.reachability.to_section()
+    if request.nics_section:
+        out["nics"] = nics_section({n: f.nic for n, f in cluster.nodes.items()})
+    if isinstance(cluster.allreduce, AllreduceFacts):
+        out["allreduce"] = cluster.allreduce.section()
+    return out
