@@ -80,11 +80,6 @@ def _run(request: Request) -> Report:
     return pipeline.run(request, progress)
 
 
-def _emit(report: Report, output: OutputOptions) -> int:
-    code = emit(report, output)
-    return EXIT_INTERRUPTED if report.interrupted else code
-
-
 @app.command()
 @options
 def preflight(
@@ -117,7 +112,7 @@ def preflight(
         baseline=checks.baseline,
         nics_section=True,
     )
-    return _emit(_run(request), output)
+    return emit(_run(request), output)
 
 
 @app.command()
@@ -130,7 +125,7 @@ def allreduce(output: OutputOptions, targets: Targets, settings: AllreduceSettin
         allreduce=replace(settings, ranks=settings.ranks or 2),
         checks=tuple(select(load_checks(), ["allreduce"])),
     )
-    return _emit(_run(request), output)
+    return emit(_run(request), output)
 
 
 @app.command()
@@ -273,10 +268,9 @@ def explain(
 @options
 def checks_list(formatting: Formatting) -> int:
     """Every check with its id, scope, what it needs and the codes it can emit."""
-    if formatting.fmt is Format.json:
-        sys.stdout.write(check_list_json(load_checks()))
-    else:
-        stdout_console().print(check_list_text(load_checks()), markup=False, highlight=False)
+    specs = load_checks()
+    text = check_list_json(specs) if formatting.fmt is Format.json else check_list_text(specs)
+    sys.stdout.write(text)
     return EXIT_OK
 
 

@@ -20,7 +20,7 @@ from doctor.render.json_report import render_json
 from doctor.render.junit import render_junit
 from doctor.render.markdown import render_markdown
 from doctor.render.terminal import Detail, render_text
-from doctor.report import Report
+from doctor.report import EXIT_INTERRUPTED, Report
 
 
 class Format(str, enum.Enum):
@@ -159,4 +159,5 @@ def emit(report: Report, opts: OutputOptions) -> int:
         with console.capture() as captured:
             render_text(report, console, ui().detail)
         sys.stdout.write(redact(captured.get()))
-    return report.exit_code(threshold)
+    # Ctrl-C during the allreduce: its report is written, then the run says it was interrupted.
+    return EXIT_INTERRUPTED if report.interrupted else report.exit_code(threshold)

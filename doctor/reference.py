@@ -60,8 +60,8 @@ def check_list_text(specs: Iterable[CheckSpec]) -> str:
     lines = []
     for s in specs:
         needs = f"  needs: {', '.join(s.needs)}" if s.needs else ""
-        lines.append(f"{s.id:<28} {s.scope:<7} {s.title}{needs}")
-    return "\n".join(lines)
+        lines.append(f"{s.id:<28} {s.scope:<7} {s.title}{needs}\n")
+    return "".join(lines)
 
 
 def check_list_json(specs: Iterable[CheckSpec]) -> str:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from collections.abc import Iterator
 
 from doctor import __version__
 from doctor.facts.cluster import ClusterFacts
 from doctor.model import Finding, Fix, Missing, Severity
-from doctor.nodeset import compact
+from doctor.nodeset import compact, group_nodes
 from doctor.plugin import Skip, cluster_check
 
 CLOCK_SKEW_WARN = 5.0  # seconds; the probes start within a second or so of each other
@@ -29,21 +28,20 @@ CLOCK_SKEW_WARN = 5.0  # seconds; the probes start within a second or so of each
 def identity_unique(cluster: ClusterFacts) -> Iterator[Finding]:
     # NCCL's host hash is NCCL_HOSTID when set, else hostname + boot_id (getHostHash in
     # NCCL's utils.cc): nodes with equal hashes are treated as one host.
-    by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
-    by_hostid: dict[str, list[str]] = defaultdict(list)
     key_of: dict[str, tuple[str, str]] = {}
+    hostid: dict[str, str] = {}
     for name, facts in cluster.nodes.items():
         if isinstance(facts.system, Missing) or isinstance(facts.system.boot_id, Missing):
             continue
-        key = key_of[name] = (facts.system.hostname, facts.system.boot_id)
-        by_key[key].append(name)
+        key_of[name] = (facts.system.hostname, facts.system.boot_id)
         if isinstance(facts.env, dict) and facts.env.get("NCCL_HOSTID"):
-            by_hostid[facts.env["NCCL_HOSTID"]].append(name)
+            hostid[name] = facts.env["NCCL_HOSTID"]
     if len(key_of) < 2:
         raise Skip("fewer than two nodes with hostname and boot_id")
-    by_host: dict[str, list[str]] = defaultdict(list)
+    by_key = group_nodes(key_of)
+    # One entry per machine: the same machine listed twice is reported once, above.
+    by_host = group_nodes({names[0]: hostname for (hostname, _), names in by_key.items()})
     for (hostname, boot_id), names in by_key.items():
-        by_host[hostname].append(names[0])
         if len(names) > 1:
             yield Finding(
                 "identity.same_host",
@@ -71,14 +69,14 @@ def identity_unique(cluster: ClusterFacts) -> Iterator[Finding]:
                     ("sudo hostnamectl set-hostname <unique-name>",),
                 ),
             )
-    for hostid, names in by_hostid.items():
+    for shared, names in group_nodes(hostid).items():
         if len({key_of[n] for n in names}) > 1:
             yield Finding(
                 "identity.nccl_hostid_shared",
                 Severity.FAIL,
-                f"{compact(names)} share NCCL_HOSTID={hostid}",
+                f"{compact(names)} share NCCL_HOSTID={shared}",
                 nodes=tuple(names),
-                evidence=(f"NCCL_HOSTID={hostid} on {compact(names)}",),
+                evidence=(f"NCCL_HOSTID={shared} on {compact(names)}",),
                 fix=Fix(
                     "Unset NCCL_HOSTID, or give each machine its own value.", ("unset NCCL_HOSTID",)
                 ),
@@ -166,14 +164,13 @@ def slots_gpus(cluster: ClusterFacts) -> Iterator[Finding]:
     codes={"doctor.version_differs": "a node has another cluster-doctor version installed"},
 )
 def doctor_version(cluster: ClusterFacts) -> Iterator[Finding]:
-    versions: dict[str, list[str]] = defaultdict(list)
-    for name, facts in cluster.nodes.items():
-        if isinstance(facts.peers, Missing):
-            continue
-        version = facts.peers.doctor_version
-        if isinstance(version, str) and version != __version__:
-            versions[version].append(name)
-    for version, names in versions.items():
+    installed = {
+        name: facts.peers.doctor_version
+        for name, facts in cluster.nodes.items()
+        if not isinstance(facts.peers, Missing) and isinstance(facts.peers.doctor_version, str)
+    }
+    others = {name: v for name, v in installed.items() if v != __version__}
+    for version, names in group_nodes(others).items():
         yield Finding(
             "doctor.version_differs",
             Severity.WARN,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
+from checks.stage import not_run
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.reach import ReachLink
 from doctor.model import Finding, Fix, Severity
@@ -108,10 +109,4 @@ def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
                 (f"export NCCL_SOCKET_IFNAME=^{iface},lo",),
             ),
         )
-    for name, reason in reach.not_run.items():
-        yield Finding(
-            "reach.not_run",
-            Severity.WARN,
-            f"reachability not tested from {name}: {reason}",
-            nodes=(name,),
-        )
+    yield from not_run("reach.not_run", "reachability not tested", reach.not_run)

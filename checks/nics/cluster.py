@@ -12,7 +12,7 @@ from doctor.facts.net import IfAddr
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nic.plan import NicPlan
-from doctor.nodeset import compact
+from doctor.nodeset import compact, group_nodes
 from doctor.plugin import cluster_check, need, node_check
 
 
@@ -56,12 +56,8 @@ def two_in_subnet(facts: NodeFacts) -> Iterator[Finding]:
 )
 def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
     plans = {n: f.nic for n, f in cluster.nodes.items() if isinstance(f.nic, NicPlan)}
-    by_addr: dict[str, list[str]] = defaultdict(list)
-    for node, plan in plans.items():
-        first = plan.bootstrap.first
-        if first is not None:
-            by_addr[first.address].append(node)
-    for addr, nodes in by_addr.items():
+    advertised = {n: p.bootstrap.first.address for n, p in plans.items() if p.bootstrap.first}
+    for addr, nodes in group_nodes(advertised).items():
         if len(nodes) > 1:
             yield Finding(
                 "nic.same_address",
@@ -93,9 +89,7 @@ def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
         )
     names = {n: p.recommended.name for n, p in plans.items() if p.recommended is not None}
     if len(set(names.values())) > 1:
-        groups: dict[str, list[str]] = defaultdict(list)
-        for node, name in names.items():
-            groups[name].append(node)
+        groups = group_nodes(names)
         listing = ",".join(sorted(groups))
         yield Finding(
             "nic.names_differ",

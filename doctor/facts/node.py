@@ -56,24 +56,6 @@ class NodeFacts:
         return {k: jsonable(getattr(self, k)) for k in FACT_AREAS}
 
 
-# The areas a check can name in ``needs``, in report order.
-FACT_AREAS: tuple[str, ...] = (
-    "system",
-    "limits",
-    "env",
-    "pci",
-    "nccl",
-    "driver",
-    "gpus",
-    "mpi",
-    "frameworks",
-    "net",
-    "rdma",
-    "topo",
-    "peers",
-)
-
-
 def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
     """Run one area's parser; a parser that breaks on odd input makes that area Missing only."""
     try:
@@ -87,21 +69,26 @@ def _env(cap: Capture) -> dict[str, str] | Missing:
     return value if isinstance(value, (dict, Missing)) else Missing("env is not a map", "failed")
 
 
+# Each area's parser, in report order; a new area is one line here and one field above.
+PARSERS: dict[str, Callable[[Capture], Any]] = {
+    "system": parse_system,
+    "limits": parse_limits,
+    "env": _env,
+    "pci": parse_pci,
+    "nccl": parse_nccl,
+    "driver": parse_driver,
+    "gpus": parse_gpus,
+    "mpi": parse_mpi,
+    "frameworks": parse_frameworks,
+    "net": parse_net,
+    "rdma": parse_rdma,
+    "topo": parse_topo,
+    "peers": parse_peers,
+}
+# The areas a check can name in ``needs``.
+FACT_AREAS: tuple[str, ...] = tuple(PARSERS)
+
+
 def parse_node(node: str, cap: Capture) -> NodeFacts:
-    return NodeFacts(
-        node=node,
-        capture=cap,
-        system=guarded(parse_system, cap, "system"),
-        limits=guarded(parse_limits, cap, "limits"),
-        env=guarded(_env, cap, "env"),
-        pci=guarded(parse_pci, cap, "pci"),
-        topo=guarded(parse_topo, cap, "topo"),
-        peers=guarded(parse_peers, cap, "peers"),
-        net=guarded(parse_net, cap, "net"),
-        rdma=guarded(parse_rdma, cap, "rdma"),
-        nccl=guarded(parse_nccl, cap, "nccl"),
-        driver=guarded(parse_driver, cap, "driver"),
-        gpus=guarded(parse_gpus, cap, "gpus"),
-        mpi=guarded(parse_mpi, cap, "mpi"),
-        frameworks=guarded(parse_frameworks, cap, "frameworks"),
-    )
+    areas = {area: guarded(parse, cap, area) for area, parse in PARSERS.items()}
+    return NodeFacts(node=node, capture=cap, **areas)

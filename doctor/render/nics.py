@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections import defaultdict
 from collections.abc import Mapping
 
 from rich.console import Console
@@ -13,7 +12,7 @@ from rich.text import Text
 from doctor.facts.net import Interface
 from doctor.model import Missing
 from doctor.nic.plan import NicPlan, cluster_recommendation
-from doctor.nodeset import compact
+from doctor.nodeset import compact, group_nodes
 
 
 def export_lines(by_node: Mapping[str, NicPlan | Missing]) -> list[str]:
@@ -33,11 +32,12 @@ def export_lines(by_node: Mapping[str, NicPlan | Missing]) -> list[str]:
             + " ..."
         )
     else:
-        per_node = defaultdict(list)
-        for name, p in by_node.items():
-            if isinstance(p, NicPlan) and p.recommended:
-                per_node[p.recommended.name].append(name)
-        for iface, nodes in sorted(per_node.items()):
+        recommended = {
+            name: p.recommended.name
+            for name, p in by_node.items()
+            if isinstance(p, NicPlan) and p.recommended
+        }
+        for iface, nodes in sorted(group_nodes(recommended).items()):
             lines.append(f"# on {compact(nodes)}: export GLOO_SOCKET_IFNAME={iface}")
     return lines
 
