@@ -22,10 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.cluster.harness
 
-from doctor.allreduce.launch import SshLauncher
 from doctor.allreduce.plan import default_sizes
+
 from doctor.allreduce.stage import Request, StageResult, run_stage
 from doctor.inventory import build_inventory
+from doctor.transport.launch import SshLauncher
 from doctor.transport.ssh import SshTransport
 from tests.cluster.harness import Cluster, make_cluster
 

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from doctor.allreduce.stage import Job, launcher_for, run_allreduce
+from doctor.allreduce.stage import Job, run_allreduce
 from doctor.baseline import load_baseline
 from doctor.capture import Capture
 from doctor.collect import gather
@@ -42,6 +42,7 @@ from doctor.runner import run_checks
 from doctor.stages.mesh import run_mesh
 from doctor.stages.reach import run_reach
 from doctor.transport import BatchTransport, Transport
+from doctor.transport.launchers import launcher_for
 
 NOT_TESTED = Missing("reachability not tested")
 WORKERS = 32  # nodes probed (and stage agents started) at once

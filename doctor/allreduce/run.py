@@ -6,10 +6,12 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from importlib.resources import files
+from typing import Any
 
-from doctor.allreduce.launch import Event, Launcher, Worker, start, worker_argv, worker_source
 from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
 from doctor.inventory import Node
+from doctor.transport.launch import Event, Launcher, Worker, boot_args, start
 
 POLL = 0.05
 # Environment variables every rank reports at launch, so "as configured" is seen, not assumed.
@@ -27,6 +29,14 @@ REPORTED_ENV = (
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET"}
 # Past a phase's own deadline the worker usually reports its own timeout; wait this much for it.
 GRACE = 2.0
+
+
+def worker_source() -> bytes:
+    return files("doctor.allreduce").joinpath("worker.py").read_bytes()
+
+
+def worker_argv(python: str, source: bytes, spec: dict[str, Any]) -> list[str]:
+    return [python, *boot_args("allreduce-worker", source, spec)]
 
 
 def worker_spec(plan: Plan, rank: Rank) -> dict[str, object]:

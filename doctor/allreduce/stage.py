@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from doctor.allreduce.launch import Launcher, LocalLauncher
 from doctor.allreduce.run import rendezvous_address, run_plan
 from doctor.explain.engine import Explanation, Scanner
 from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank, RunResult, default_sizes
 from doctor.inventory import Node
-from doctor.transport import BatchTransport, Transport
-from doctor.transport.local import LocalTransport
-from doctor.transport.srun import SrunTransport
+from doctor.transport.launch import Launcher
 
 # Variables whose first name is an interface the rendezvous can use, in order of preference.
 IFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -34,20 +31,6 @@ class Job:
     sizes: tuple[int, ...] = field(default_factory=default_sizes)
     recommendation: dict[str, str] = field(default_factory=dict)
     rendezvous_iface: str | None = None
-
-
-def launcher_for(transport: Transport | BatchTransport) -> Launcher:
-    """Ranks go where the probe went: here, through srun, or over its SSH connections."""
-    # SSH costs a paramiko import (0.2 s) that a run on this machine alone need not pay.
-    if isinstance(transport, LocalTransport):
-        return LocalLauncher()
-    if isinstance(transport, SrunTransport):
-        from doctor.allreduce.srun import SrunLauncher
-
-        return SrunLauncher()
-    from doctor.allreduce.ssh_launch import SshLauncher
-
-    return SshLauncher(transport)  # type: ignore[arg-type]
 
 
 def iface_hint(job: Job) -> str | None:

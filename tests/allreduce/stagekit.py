@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks.allreduce import allreduce as allreduce_check
-from doctor.allreduce.launch import Launcher
 from doctor.allreduce.stage import Job, run_allreduce
 from doctor.facts.allreduce import AllreduceFacts, RunResult
 from doctor.facts.cluster import ClusterFacts
 from doctor.model import Finding
 from doctor.runner import run_checks
+from doctor.transport.launch import Launcher
 
 
 @dataclass

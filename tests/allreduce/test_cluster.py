@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from doctor.allreduce.ssh_launch import SshLauncher
 from doctor.allreduce.stage import Job as Request
 from doctor.cli import main
 from doctor.facts.allreduce import Deadlines
@@ -23,6 +22,7 @@ from doctor.inventory import build_inventory
 from doctor.model import Finding
 from doctor.transport import SshOptions
 from doctor.transport.ssh import SshTransport
+from doctor.transport.ssh_launch import SshLauncher
 from tests.allreduce.stagekit import Staged as StageResult
 from tests.allreduce.stagekit import run_stage
 from tests.cluster.harness import Cluster, make_cluster

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from doctor.allreduce.launch import LocalLauncher, Process
 from doctor.allreduce.run import run_plan
 from doctor.allreduce.stage import Job as Request
 from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank
 from doctor.inventory import Node
+from doctor.transport.launch import LocalLauncher, Process
 from tests.allreduce.stagekit import judge, run_stage
 
 SIZES = (1024, 4096, 65536)

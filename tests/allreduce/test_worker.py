@@ -9,17 +9,10 @@ import subprocess
 import sys
 import time
 
-from doctor.allreduce.launch import (
-    Event,
-    LocalLauncher,
-    LocalProcess,
-    start,
-    worker_argv,
-    worker_source,
-)
-from doctor.allreduce.run import worker_spec
+from doctor.allreduce.run import worker_argv, worker_source, worker_spec
 from doctor.facts.allreduce import Plan, Rank
 from doctor.inventory import Node
+from doctor.transport.launch import Event, LocalLauncher, LocalProcess, start
 
 
 def test_worker_is_python_3_8_and_imports_only_stdlib_and_torch() -> None:

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from doctor.allreduce.srun import SrunLauncher
 from doctor.capture import Capture
 from doctor.collect import TRANSPORT_GRACE, gather
 from doctor.inventory import Node
 from doctor.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
+from doctor.transport.srun_launch import SrunLauncher
 from tests.cluster.slurm import Slurm
 from tests.slurm.conftest import DOCTOR
 
