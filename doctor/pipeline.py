@@ -16,13 +16,12 @@ A command is a Request with some of these switched off (doctor/request.py).
 from __future__ import annotations
 
 import os
+import random
 import sys
-from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from doctor.allreduce.stage import Job, run_allreduce
 from doctor.baseline import load_baseline
 from doctor.capture import Capture
 from doctor.collect import gather
@@ -40,13 +39,17 @@ from doctor.report import Report
 from doctor.request import AllreduceSettings, Request
 from doctor.runner import run_checks
 from doctor.stages.mesh import run_mesh
+from doctor.stages.pairs import Sampling
 from doctor.stages.reach import run_reach
 from doctor.transport import BatchTransport, Transport
 from doctor.transport.launchers import launcher_for
 
+if TYPE_CHECKING:
+    from doctor.allreduce.stage import Job
+
 NOT_TESTED = Missing("reachability not tested")
+NO_MESH = Missing("SSH mesh not run")
 WORKERS = 32  # nodes probed (and stage agents started) at once
-MESH_CONNECT_TIMEOUT = 5
 
 
 class Watcher(Protocol):
@@ -56,7 +59,13 @@ class Watcher(Protocol):
 
     def probed(self, name: str, result: Capture | NodeFailure) -> None: ...
 
-    def done(self) -> None: ...
+    def testing(self, stage: str) -> None: ...
+
+    def tested(self, stage: str, pairs: int, total: int) -> None: ...
+
+    def done(self) -> None:
+        """The probe or the stage that was going on has ended."""
+        ...
 
 
 class Silent:
@@ -64,6 +73,12 @@ class Silent:
         pass
 
     def probed(self, name: str, result: Capture | NodeFailure) -> None:
+        pass
+
+    def testing(self, stage: str) -> None:
+        pass
+
+    def tested(self, stage: str, pairs: int, total: int) -> None:
         pass
 
     def done(self) -> None:
@@ -110,49 +125,46 @@ def _on_nodes(
     watcher: Watcher,
     baseline: NodeFacts | None,
 ) -> ClusterFacts:
+    """Probe every node first, then the cross-node stages one after another: each stage runs
+    on the nodes that answered and never while the probe runs, so no node's probe deadline is
+    spent on the doctor's own load, and no stage starves another."""
     remote = not all(n.local for n in nodes)
-    # Stage agents run one command per node; a batch transport (srun: one step for every node)
-    # has no such call, so through srun only the probe runs.
-    per_node = None if isinstance(transport, BatchTransport) else transport
     given = request.stages.master or os.environ.get("MASTER_ADDR")
     master = (given or nodes[0].name) if remote else None
     spec = probe_spec(request, sorted({*(n.name for n in nodes), master}) if master else [])
     python = request.targets.python
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        mesh: Future[SshMesh] | None = None
-        if per_node is not None and remote and request.stages.mesh and len(nodes) > 1:
-            mesh = pool.submit(
-                run_mesh,
-                nodes,
-                nodes,
-                per_node,
-                connect_timeout=MESH_CONNECT_TIMEOUT,
-                python=python,
-                workers=WORKERS,
-            )
-        with _watching(watcher, [n.name for n in nodes]):
-            results = gather(
-                nodes, transport, spec, python=python, workers=WORKERS, on_done=watcher.probed
-            )
-        probed = {n: parse_node(n, c) for n, c in results.items() if isinstance(c, Capture)}
-        failures = {n: f for n, f in results.items() if isinstance(f, NodeFailure)}
-        ssh_mesh: SshMesh | Missing = Missing("SSH mesh not run")
-        if mesh is not None:
-            done = mesh.result()
-            # An unreachable node is reported once, by node.reach, not again as a mesh source.
-            not_run = {k: v for k, v in done.not_run.items() if k not in failures}
-            ssh_mesh = SshMesh(done.nodes, done.links, not_run)
+    with _watching(watcher, [n.name for n in nodes]):
+        results = gather(
+            nodes, transport, spec, python=python, workers=WORKERS, on_done=watcher.probed
+        )
+    probed = {n: parse_node(n, c) for n, c in results.items() if isinstance(c, Capture)}
+    answered = [n for n in nodes if n.name in probed]
+    seed = request.stages.seed
+    if seed is None:
+        seed = random.SystemRandom().randrange(1 << 31)
     reach: Reachability | Missing = NOT_TESTED
-    if per_node is not None and remote and request.stages.reach and len(probed) > 1:
-        reach = run_reach(probed, nodes, per_node, python=python, workers=WORKERS)
+    if request.stages.reach_mode is not Sampling.off and remote and len(answered) > 1:
+        with _counting(watcher, "reach") as tested:
+            reach = run_reach(
+                probed,
+                answered,
+                transport,
+                mode=request.stages.reach_mode,
+                seed=seed,
+                python=python,
+                on_pairs=tested,
+            )
+    ssh_mesh = _mesh(request, answered, transport, watcher, seed) if remote else NO_MESH
     derived = derive(probed, reach)
     allreduce: AllreduceFacts | Missing = Missing("allreduce not run")
     if request.allreduce is not None:
+        from doctor.allreduce.stage import run_allreduce  # torch's workers: only when asked
+
         job = job_for(request.allreduce, nodes, derived, python)
         allreduce = run_allreduce(job, launcher_for(transport))
     return ClusterFacts(
         nodes=derived,
-        failures={n: failures[n] for n in results if n in failures},
+        failures={n: f for n, f in results.items() if isinstance(f, NodeFailure)},
         inventory={n.name: n for n in nodes},
         baseline=baseline,
         master_addr=master,
@@ -162,11 +174,47 @@ def _on_nodes(
     )
 
 
+def _mesh(
+    request: Request,
+    answered: list[Node],
+    transport: Transport | BatchTransport,
+    watcher: Watcher,
+    seed: int,
+) -> SshMesh | Missing:
+    """SSH between the nodes that answered (one that did not is reported once, by node.reach)."""
+    mode = request.stages.mesh_mode
+    if mode is Sampling.off or len(answered) < 2:
+        return NO_MESH
+    if isinstance(transport, BatchTransport):
+        return Missing(
+            "not applicable under srun: SLURM starts the job's processes, not SSH", "unsupported"
+        )
+    with _counting(watcher, "mesh") as tested:
+        return run_mesh(
+            answered,
+            transport,
+            mode=mode,
+            seed=seed,
+            python=request.targets.python,
+            on_pairs=tested,
+        )
+
+
 @contextmanager
 def _watching(watcher: Watcher, names: list[str]) -> Iterator[None]:
     watcher.probing(names)
     try:
         yield
+    finally:
+        watcher.done()
+
+
+@contextmanager
+def _counting(watcher: Watcher, stage: str) -> Iterator[Callable[[int, int], None]]:
+    """A callback that tells the watcher of pairs tested, while a stage runs."""
+    watcher.testing(stage)
+    try:
+        yield lambda tested, total: watcher.tested(stage, tested, total)
     finally:
         watcher.done()
 
@@ -197,6 +245,8 @@ def job_for(
 ) -> Job:
     """The allreduce to run: the backend (auto: NCCL where every node has a GPU), ranks, and the
     recommendation to try when the configured run's environment differs from it."""
+    from doctor.allreduce.stage import Job
+
     if all(n.local for n in nodes) and settings.backend != "nccl":
         nodes = nodes * (settings.ranks or 1)  # Gloo ranks on this machine, over loopback
     gpus = gpu_counts(facts)

@@ -14,7 +14,7 @@ from doctor.facts.cluster import ClusterFacts
 from doctor.jsonable import jsonable
 from doctor.model import CheckOutcome, Finding, Severity, Status
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: coverage of the sampled stages, the reachability protocol
 
 # Exit codes (documented in the README): findings at or above --fail-on give EXIT_FINDINGS.
 EXIT_OK = 0

@@ -18,6 +18,7 @@ from doctor.errors import UsageError
 from doctor.facts.allreduce import Deadlines
 from doctor.flag import flag
 from doctor.plugin import CheckSpec
+from doctor.stages.pairs import Sampling
 
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -106,12 +107,27 @@ class StageSettings:
     """The cross-node stages: preflight's defaults; other commands run with NO_STAGES."""
 
     mesh: Annotated[
-        bool, flag("--mesh/--no-mesh", help="Test SSH from every node to every other node.")
-    ] = True
+        Sampling,
+        flag(
+            "--mesh",
+            help="SSH from node to node: auto (every pair up to 16 nodes, a sample beyond), "
+            "full, sampled or off.",
+        ),
+    ] = Sampling.auto
+    no_mesh: Annotated[bool, flag("--no-mesh", help="The same as --mesh off.")] = False
     reach: Annotated[
-        bool,
-        flag("--reach/--no-reach", help="Test TCP between nodes on each candidate interface."),
-    ] = True
+        Sampling,
+        flag(
+            "--reach",
+            help="TCP between nodes on each candidate interface: auto (every pair up to 32 "
+            "nodes, a sample beyond), full, sampled or off.",
+        ),
+    ] = Sampling.auto
+    no_reach: Annotated[bool, flag("--no-reach", help="The same as --reach off.")] = False
+    seed: Annotated[
+        int | None,
+        flag("--seed", help="Seed of the sampled pairs (default: new each run, in the report)."),
+    ] = None
     master: Annotated[
         str | None,
         flag("--master-addr", help="Rendezvous name every node must resolve (default: node 1)."),
@@ -120,8 +136,16 @@ class StageSettings:
         bool, flag("--allreduce/--no-allreduce", help="End with a real allreduce.")
     ] = True
 
+    @property
+    def mesh_mode(self) -> Sampling:
+        return Sampling.off if self.no_mesh else self.mesh
 
-NO_STAGES = StageSettings(mesh=False, reach=False, allreduce=False)
+    @property
+    def reach_mode(self) -> Sampling:
+        return Sampling.off if self.no_reach else self.reach
+
+
+NO_STAGES = StageSettings(mesh=Sampling.off, reach=Sampling.off, allreduce=False)
 
 
 @dataclass(frozen=True)

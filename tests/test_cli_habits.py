@@ -141,3 +141,20 @@ def test_preflight_reports_progress_on_stderr(capsys: pytest.CaptureFixture[str]
     assert rc in (0, 1)
     json.loads(out)  # stdout holds only the report
     assert re.search(r": probed \(\d+\.\ds\)", err)
+
+
+def test_stage_progress_counts_pairs_on_a_terminal_only() -> None:
+    console, out = progress_console(True)
+    progress = Progress(console)
+    progress.testing("mesh")
+    progress.tested("mesh", 3, 200)
+    assert progress.line().plain == "mesh: 3 of 200 pairs tested"
+    progress.done()
+    assert "mesh: 3 of 200 pairs tested" in out.getvalue()
+    for terminal, quiet in ((False, False), (True, True)):
+        console, out = progress_console(terminal)
+        progress = Progress(console, quiet=quiet)
+        progress.testing("reach")
+        progress.tested("reach", 5, 10)
+        progress.done()
+        assert out.getvalue() == ""

@@ -68,6 +68,20 @@ def test_srun_collects_three_different_nodes_and_runs_the_allreduce(slurm: Slurm
     assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
 
 
+def test_reachability_runs_as_one_srun_step_and_the_mesh_is_not_applicable(slurm: Slurm) -> None:
+    report, err = preflight_in_allocation(slurm, "--no-allreduce")
+    reach = report["reachability"]
+    assert reach["protocol"].startswith("one srun step"), err
+    assert sorted(reach["matrix"]) == ["node1", "node2", "node3"]
+    statuses = {s for row in reach["matrix"].values() for s in row.values()}
+    assert statuses == {"ok"}, reach["links"]
+    assert reach["coverage"]["pairs_tested"] == 6
+    [mesh] = [o for o in report["outcomes"] if o["check"] == "ssh.mesh"]
+    assert mesh["status"] == "skip" and "not applicable under srun" in mesh["reason"]
+    assert "ssh_mesh" not in report
+    assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
+
+
 def test_auto_uses_srun_inside_an_allocation(slurm: Slurm) -> None:
     report, err = preflight_in_allocation(slurm, "--no-allreduce")
     assert sorted(report["nodes"]) == ["node1", "node2", "node3"], err
