@@ -3,32 +3,33 @@
 Every command is a plain function returning its exit code; what it runs is one Request to the
 pipeline (doctor/pipeline.py). Flags shared by several commands are declared once, on the
 request's dataclasses (doctor/request.py, doctor/output.py), and expanded here by ``options``.
+Each command imports what only it uses, so `doctor --version` or `doctor collect` never pays
+for the allreduce, the log reader or the renderers (tests/core/test_startup.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from doctor import __version__, pipeline
-from doctor.baseline import load_baseline, save_baseline
-from doctor.captures import load_capture_dir, prepare, save_captures
-from doctor.config import config_defaults
-from doctor.errors import NodeUnavailable, UsageError
-from doctor.facts.node import NodeFacts
+from doctor import __version__
+from doctor.errors import (
+    EXIT_OK,
+    NodeUnavailable,
+    UsageError,
+)
 from doctor.flags import options
-from doctor.model import Missing
 from doctor.output import (
     Format,
     Formatting,
     OutputOptions,
+    TopoOptions,
     Ui,
     emit,
     set_ui,
@@ -36,13 +37,6 @@ from doctor.output import (
     stdout_console,
     ui,
 )
-from doctor.plugin import CheckSpec
-from doctor.progress import Progress
-from doctor.prolog import run_prolog
-from doctor.reference import check_list_json, check_list_text, render_reference
-from doctor.registry import PluginError, load_checks, select
-from doctor.render.topo import TopoOptions, show_topology
-from doctor.report import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Report
 from doctor.request import (
     AllreduceSettings,
     CheckSettings,
@@ -51,6 +45,11 @@ from doctor.request import (
     StageSettings,
     Targets,
 )
+
+if TYPE_CHECKING:
+    from doctor.facts.node import NodeFacts
+    from doctor.plugin import CheckSpec
+    from doctor.report import Report
 
 app = typer.Typer(
     name="doctor",
@@ -66,22 +65,34 @@ app.add_typer(baseline_app, name="baseline")
 THIS_NODE = Targets(local=True)
 
 
-def _checks(settings: CheckSettings) -> tuple[CheckSpec, ...]:
+def command(group: typer.Typer = app, name: str | None = None) -> Callable[[Callable], Callable]:
+    """Register a command, its request dataclasses expanded into their flags."""
+    return lambda fn: group.command(name)(options(fn))
+
+
+def _checks(
+    include: list[str] | None = None, exclude: list[str] | None = None
+) -> tuple[CheckSpec, ...]:
+    """The registered checks, all or those selected; a selection that matches none is misuse."""
+    from doctor.registry import load_checks, select
+
     try:
-        return tuple(select(load_checks(), settings.include or (), settings.exclude or ()))
+        return tuple(select(load_checks(), include or (), exclude or ()))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
 
 def _run(request: Request) -> Report:
-    """The pipeline, with live per-node progress on stderr."""
+    """The pipeline, with live progress on stderr."""
+    from doctor import pipeline
+    from doctor.progress import Progress
+
     settings = ui()
     progress = Progress(stderr_console(), quiet=settings.quiet, verbose=settings.verbose)
     return pipeline.run(request, progress)
 
 
-@app.command()
-@options
+@command()
 def preflight(
     output: OutputOptions,
     checks: CheckSettings,
@@ -97,8 +108,10 @@ def preflight(
     ] = False,
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
-    specs = _checks(checks)
+    specs = _checks(checks.include, checks.exclude)
     if prolog:
+        from doctor.prolog import run_prolog
+
         if not targets.local:
             raise UsageError("--prolog checks only this node: use it with --local")
         return run_prolog(list(specs), output.threshold)
@@ -115,21 +128,19 @@ def preflight(
     return emit(_run(request), output)
 
 
-@app.command()
-@options
+@command()
 def allreduce(output: OutputOptions, targets: Targets, settings: AllreduceSettings) -> int:
     """Run a real allreduce: phases, exact verification, a size sweep, the slow node."""
     request = Request(
         "allreduce",
         targets=targets,
         allreduce=replace(settings, ranks=settings.ranks or 2),
-        checks=tuple(select(load_checks(), ["allreduce"])),
+        checks=_checks(["allreduce"]),
     )
     return emit(_run(request), output)
 
 
-@app.command()
-@options
+@command()
 def nics(
     output: OutputOptions,
     probe: ProbeSettings,
@@ -140,7 +151,7 @@ def nics(
     """Which interface NCCL, Gloo and Open MPI will use on each node, and what to set."""
     from doctor.render.nics import print_exports, render_table
 
-    specs = tuple(select(load_checks(), ["nics", "rdma", "limits.memlock"]))
+    specs = _checks(["nics", "rdma", "limits.memlock"])
     request = Request("nics", targets=THIS_NODE, probe=probe, checks=specs, nics_section=True)
     report = _run(request)
     plans = {name: facts.nic for name, facts in report.cluster.nodes.items()}
@@ -161,17 +172,15 @@ def _here(command: str, probe: ProbeSettings, checks: tuple[CheckSpec, ...] = ()
     return facts
 
 
-@app.command()
-@options
+@command()
 def probe(probe: ProbeSettings) -> int:
     """Print this node's raw capture (JSON): what every check is judged on."""
-    raw = _here("probe", probe, tuple(load_checks())).capture.raw
+    raw = _here("probe", probe, _checks()).capture.raw
     sys.stdout.write(json.dumps(raw, indent=1, sort_keys=True) + "\n")
     return EXIT_OK
 
 
-@baseline_app.command("save")
-@options
+@command(baseline_app, "save")
 def baseline_save(
     file: Annotated[Path, typer.Argument(help="Where to write the baseline (JSON).")],
     probe: ProbeSettings,
@@ -181,8 +190,10 @@ def baseline_save(
     ] = None,
 ) -> int:
     """Save this known-good node (or a saved capture of one) as the baseline for --baseline."""
+    from doctor.baseline import load_baseline, save_baseline
+
     try:
-        facts = load_baseline(source) if source else _here("baseline", probe, tuple(load_checks()))
+        facts = load_baseline(source) if source else _here("baseline", probe, _checks())
     except NodeUnavailable as exc:
         raise UsageError(f"cannot save a baseline: {exc}") from None
     save_baseline(file, facts.capture.raw)
@@ -191,8 +202,7 @@ def baseline_save(
     return EXIT_OK
 
 
-@app.command()
-@options
+@command()
 def collect(
     save_raw: Annotated[
         Path, typer.Option("--save-raw", help="Folder to write one <node>.json capture per node.")
@@ -201,8 +211,10 @@ def collect(
     targets: Targets,
 ) -> int:
     """Save raw captures (a support bundle); 'doctor analyze DIR' checks them later."""
+    from doctor.captures import prepare, save_captures
+
     prepare(save_raw)
-    request = Request("collect", targets=targets, probe=probe, checks=tuple(load_checks()))
+    request = Request("collect", targets=targets, probe=probe, checks=_checks())
     report = _run(replace(request, judge=False))
     for path in save_captures(save_raw, report.cluster):
         if not ui().quiet:
@@ -210,8 +222,7 @@ def collect(
     return EXIT_OK if not report.cluster.failures else 1
 
 
-@app.command()
-@options
+@command()
 def analyze(
     folder: Annotated[
         Path, typer.Argument(help="A folder written by 'doctor collect --save-raw'.")
@@ -220,20 +231,23 @@ def analyze(
     checks: CheckSettings,
 ) -> int:
     """Run the checks on saved captures, as if the nodes were probed now."""
+    from doctor.captures import load_capture_dir
+
     request = Request(
         "analyze",
         captures=load_capture_dir(folder),
-        checks=_checks(checks),
+        checks=_checks(checks.include, checks.exclude),
         baseline=checks.baseline,
         nics_section=True,
     )
-    return emit(pipeline.run(request), output)
+    return emit(_run(request), output)
 
 
-@app.command()
-@options
+@command()
 def topo(probe: ProbeSettings, shown: TopoOptions) -> int:
     """GPU/NIC topology of this node: NVLink, PCIe distances, closest NIC per GPU."""
+    from doctor.model import Missing
+    from doctor.render.topo import show_topology
     from doctor.topo.view import view_from_file, view_of
 
     if shown.input_file is not None:
@@ -247,8 +261,7 @@ def topo(probe: ProbeSettings, shown: TopoOptions) -> int:
     return EXIT_OK
 
 
-@app.command()
-@options
+@command()
 def explain(
     formatting: Formatting,
     logs: Annotated[
@@ -258,17 +271,16 @@ def explain(
     """Read failed-job logs (NCCL, PyTorch, Gloo, Open MPI, ssh) and name the cause and the fix."""
     from doctor.render.explain import show_explanation
 
-    if not logs and sys.stdin.isatty():
-        raise UsageError("explain: name log files, or pipe a log into 'doctor explain -'")
-    show_explanation(logs or ["-"], formatting.fmt is Format.json, stdout_console())
+    show_explanation(logs, formatting.fmt is Format.json, stdout_console())
     return EXIT_OK
 
 
-@checks_app.command("list")
-@options
+@command(checks_app, "list")
 def checks_list(formatting: Formatting) -> int:
     """Every check with its id, scope, what it needs and the codes it can emit."""
-    specs = load_checks()
+    from doctor.reference import check_list_json, check_list_text
+
+    specs = _checks()
     text = check_list_json(specs) if formatting.fmt is Format.json else check_list_text(specs)
     sys.stdout.write(text)
     return EXIT_OK
@@ -277,7 +289,9 @@ def checks_list(formatting: Formatting) -> int:
 @checks_app.command("reference")
 def checks_reference() -> int:
     """Every check code with its meaning and fix, as Markdown (docs/checks.md is this output)."""
-    sys.stdout.write(render_reference(load_checks()))
+    from doctor.reference import render_reference
+
+    sys.stdout.write(render_reference(_checks()))
     return EXIT_OK
 
 
@@ -300,47 +314,3 @@ def _root(
 ) -> None:
     """Find what will break multi-node GPU training before you launch it."""
     set_ui(settings)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: maps every way a run can end to the documented exit codes, one line each."""
-    err = stderr_console()
-    try:
-        rv = app(
-            args=argv,
-            prog_name="doctor",
-            standalone_mode=False,
-            default_map=config_defaults(typer.main.get_command(app), Path.cwd()),
-        )
-    except typer.Exit as exc:
-        return int(exc.exit_code)
-    except typer.TyperException as exc:
-        ctx = getattr(exc, "ctx", None)
-        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-            sys.stdout.write(ctx.get_help() + "\n")
-            return EXIT_OK
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        err.print(f"doctor: error: {message}", markup=False)
-        return EXIT_USAGE
-    except UsageError as exc:
-        err.print(f"doctor: error: {exc}", markup=False)
-        return EXIT_USAGE
-    except NodeUnavailable as exc:
-        err.print(f"doctor: {exc}", markup=False)
-        return EXIT_INTERNAL
-    except (KeyboardInterrupt, typer.Abort):
-        err.print("doctor: interrupted", markup=False)
-        return EXIT_INTERRUPTED
-    except PluginError as exc:
-        err.print(f"doctor: {exc}", markup=False)
-        return EXIT_INTERNAL
-    except Exception as exc:
-        if os.environ.get("DOCTOR_DEBUG"):
-            traceback.print_exc()
-        err.print(
-            f"doctor: internal error: {type(exc).__name__}: {exc} "
-            "(set DOCTOR_DEBUG=1 for the traceback, and please report it)",
-            markup=False,
-        )
-        return EXIT_INTERNAL
-    return rv if isinstance(rv, int) else EXIT_OK

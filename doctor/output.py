@@ -8,19 +8,17 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from rich.console import Console
 
-from doctor.errors import UsageError
+from doctor.errors import EXIT_INTERRUPTED, UsageError
 from doctor.flag import flag
 from doctor.model import Severity
-from doctor.redact import Redactor
-from doctor.render.json_report import render_json
-from doctor.render.junit import render_junit
-from doctor.render.markdown import render_markdown
-from doctor.render.terminal import Detail, render_text
-from doctor.report import EXIT_INTERRUPTED, Report
+
+if TYPE_CHECKING:
+    from doctor.render.terminal import Detail
+    from doctor.report import Report
 
 
 class Format(str, enum.Enum):
@@ -37,6 +35,27 @@ class Formatting:
     """Commands that print one document and write no report files (explain, checks list)."""
 
     fmt: FormatField = Format.text
+
+
+class TopoFormat(str, enum.Enum):
+    text = "text"  # the rich matrix, legend and NIC affinity
+    json = "json"
+    plain = "plain"  # `nvidia-smi topo -m` layout, readable by --input
+
+
+@dataclass(frozen=True)
+class TopoOptions:
+    input_file: Annotated[
+        Path | None,
+        flag(
+            "--input",
+            "-i",
+            help="Read a saved 'nvidia-smi topo -m' output (or a 'doctor collect' capture).",
+        ),
+    ] = None
+    fmt: Annotated[
+        TopoFormat, flag("--format", "-f", help="text, json, or plain (nvidia-smi layout).")
+    ] = TopoFormat.text
 
 
 @dataclass(frozen=True)
@@ -137,6 +156,13 @@ def _write(flag: str, path: Path, text: str) -> None:
 
 def emit(report: Report, opts: OutputOptions) -> int:
     """Write the report to stdout and every named file; the exit code it calls for."""
+    # The renderers (rich tables, XML) load here: commands that write no report never pay them.
+    from doctor.redact import Redactor
+    from doctor.render.json_report import render_json
+    from doctor.render.junit import render_junit
+    from doctor.render.markdown import render_markdown
+    from doctor.render.terminal import render_text
+
     threshold = opts.threshold
     redactor = Redactor.for_report(report) if opts.redact else None
     redact = redactor.text if redactor else str

@@ -60,6 +60,11 @@ class CheckSpec:
     fixes: Mapping[str, Fix] = field(default_factory=dict)
 
 
+def _or_empty(fixes: Mapping[str, Fix] | None) -> Mapping[str, Fix]:
+    # Not ``fixes or {}``: a lazily filled mapping would be read just to be tested for truth.
+    return {} if fixes is None else fixes
+
+
 def node_check(
     id: str,
     title: str,
@@ -74,7 +79,7 @@ def node_check(
 
     def wrap(fn: Callable[[NodeFacts], Iterable[Finding]]) -> CheckSpec:
         return CheckSpec(
-            id, title, "node", fn, codes, needs, probe_files, probe_commands or {}, fixes or {}
+            id, title, "node", fn, codes, needs, probe_files, probe_commands or {}, _or_empty(fixes)
         )
 
     return wrap
@@ -91,6 +96,6 @@ def cluster_check(
     """Declare a check that compares nodes or looks at cluster-wide stages (mesh, reachability)."""
 
     def wrap(fn: Callable[[ClusterFacts], Iterable[Finding]]) -> CheckSpec:
-        return CheckSpec(id, title, "cluster", fn, codes, needs, fixes=fixes or {})
+        return CheckSpec(id, title, "cluster", fn, codes, needs, fixes=_or_empty(fixes))
 
     return wrap

@@ -9,19 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import __version__
+from doctor.errors import EXIT_FINDINGS, EXIT_OK
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
 from doctor.jsonable import jsonable
 from doctor.model import CheckOutcome, Finding, Severity, Status
 
 SCHEMA_VERSION = "1.1"  # 1.1: coverage of the sampled stages, the reachability protocol
-
-# Exit codes (documented in the README): findings at or above --fail-on give EXIT_FINDINGS.
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
 
 
 @dataclass

@@ -16,9 +16,9 @@ import pytest
 
 from checks.system import CHECKS as SYSTEM_CHECKS
 from doctor.capture import Capture
-from doctor.cli import main
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
+from doctor.main import main
 from doctor.model import Finding, NodeFailure, Severity
 from doctor.nic.plan import with_plan
 from doctor.plugin import CheckSpec, Skip, cluster_check, node_check

@@ -12,11 +12,11 @@ from builders import MIB, raw_capture
 
 from doctor.baseline import load_baseline, save_baseline
 from doctor.capture import Capture
-from doctor.cli import main
 from doctor.drift import drift_findings
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
+from doctor.main import main
 from doctor.model import Finding
 from doctor.plugin import cluster_check
 from doctor.render.json_report import validate

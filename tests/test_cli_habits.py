@@ -85,7 +85,7 @@ def test_every_format_from_one_run(captures: Path, capsys: pytest.CaptureFixture
 def complete(words: str) -> list[str]:
     env = {**os.environ, "_DOCTOR_COMPLETE": "complete_bash", "COMP_WORDS": words}
     env["COMP_CWORD"] = str(len(words.split()) - (0 if words.endswith(" ") else 1))
-    code = "import sys; from doctor.cli import main; sys.exit(main())"
+    code = "import sys; from doctor.main import main; sys.exit(main())"
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )

@@ -124,12 +124,15 @@ def render_explain_text(result: Explanation, console: Console) -> None:
             console.print(line)
 
 
-def show_explanation(logs: list[str], as_json: bool, out: Console) -> None:
-    """`doctor explain`: scan the logs, say on stderr what could not be read, show the result."""
+def show_explanation(logs: list[str] | None, as_json: bool, out: Console) -> None:
+    """`doctor explain`: scan the logs (none: stdin), say on stderr what could not be read, and
+    show the result."""
     from doctor.explain.scan import explain
 
+    if not logs and sys.stdin.isatty():
+        raise UsageError("explain: name log files, or pipe a log into 'doctor explain -'")
     try:
-        result = explain(logs)
+        result = explain(logs or ["-"])
     except LogReadError as exc:
         raise UsageError(str(exc)) from None
     for problem in result.errors:

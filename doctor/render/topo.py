@@ -2,44 +2,18 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from doctor.errors import UsageError
-from doctor.flag import flag
+from doctor.output import TopoFormat
 from doctor.topo.matrix import LEGEND, NVLINK
 from doctor.topo.smi_text import export_topo_text
 from doctor.topo.view import TopoView, nic_affinity, topo_json
-
-
-class TopoFormat(str, enum.Enum):
-    text = "text"  # the rich matrix, legend and NIC affinity
-    json = "json"
-    plain = "plain"  # `nvidia-smi topo -m` layout, readable by --input
-
-
-@dataclass(frozen=True)
-class TopoOptions:
-    input_file: Annotated[
-        Path | None,
-        flag(
-            "--input",
-            "-i",
-            help="Read a saved 'nvidia-smi topo -m' output (or a 'doctor collect' capture).",
-        ),
-    ] = None
-    fmt: Annotated[
-        TopoFormat, flag("--format", "-f", help="text, json, or plain (nvidia-smi layout).")
-    ] = TopoFormat.text
-
 
 STYLES = {
     "X": "dim",

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from doctor.allreduce.stage import Job as Request
-from doctor.cli import main
 from doctor.facts.allreduce import Deadlines
 from doctor.inventory import build_inventory
+from doctor.main import main
 from doctor.model import Finding
 from doctor.transport import SshOptions
 from doctor.transport.ssh import SshTransport

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.cli import main
+from doctor.main import main
 from doctor.render.json_report import validate
 from tests.cluster.harness import Cluster, make_cluster
 

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from doctor import pipeline, prolog
-from doctor.cli import main
+from doctor.main import main
 from doctor.model import Finding, Severity
 from doctor.registry import load_checks, select
 
