@@ -33,7 +33,7 @@ from doctor.facts.node import NodeFacts, parse_node
 from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
-from doctor.nic.plan import NicPlan, cluster_recommendation, with_plan
+from doctor.nic.plan import NicPlan, cluster_recommendation, with_plan, would_change
 from doctor.nic.section import nics_section
 from doctor.report import Report
 from doctor.request import AllreduceSettings, Request
@@ -271,6 +271,7 @@ def job_for(
         deadlines=settings.deadlines,
         sizes=settings.size_list(),
         recommendation=recommendation,
+        recommendation_changes=any(would_change(f, recommendation) for f in facts.values()),
         rendezvous_iface=settings.iface,
     )
 

@@ -199,8 +199,13 @@ class AllreduceSettings:
         ),
     ] = None
     sizes: Annotated[
-        str, flag("--sizes", help="Sweep sizes: LOW..HIGH (powers of two) or a,b,c.")
-    ] = "1K..64M"
+        str,
+        flag(
+            "--sizes",
+            help="Sweep sizes: auto (doubling until the bandwidth plateaus, about 3 s), "
+            "LOW..HIGH (powers of two) or a,b,c.",
+        ),
+    ] = "auto"
     recommend: Annotated[
         list[str] | None,
         flag("--recommend", help="NAME=VALUE to try as recommended (repeatable)."),
@@ -219,8 +224,9 @@ class AllreduceSettings:
         self.size_list()
         self.recommendation()
 
-    def size_list(self) -> tuple[int, ...]:
-        return parse_sizes(self.sizes)
+    def size_list(self) -> tuple[int, ...] | None:
+        """The sizes to sweep; None: sized by time."""
+        return None if self.sizes.strip().lower() == "auto" else parse_sizes(self.sizes)
 
     def recommendation(self) -> dict[str, str] | None:
         """What to try as recommended, when given (None: the NIC recommendation)."""

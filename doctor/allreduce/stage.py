@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from doctor.allreduce.run import rendezvous_address, run_plan
+from doctor.allreduce.run import run_plan
 from doctor.explain.engine import Explanation, Scanner
-from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank, RunResult, default_sizes
+from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank, RunResult
 from doctor.inventory import Node
 from doctor.transport.launch import Launcher
 
@@ -28,8 +28,11 @@ class Job:
     port: int = 29500
     python: str = "python3"
     deadlines: Deadlines = field(default_factory=Deadlines)
-    sizes: tuple[int, ...] = field(default_factory=default_sizes)
+    sizes: tuple[int, ...] | None = None  # None: sized by time
     recommendation: dict[str, str] = field(default_factory=dict)
+    # Whether the recommendation would change the interfaces the libraries choose (the NIC
+    # replay's word): a passing run is tried as recommended only then.
+    recommendation_changes: bool = True
     rendezvous_iface: str | None = None
 
 
@@ -85,41 +88,39 @@ def with_logs(run: RunResult, backend: str) -> RunResult:
 def run_allreduce(job: Job, launcher: Launcher) -> AllreduceFacts:
     master = job.nodes[0]
     ranks = ranks_for(job)
-    where = f"{master.name}:{job.port}"
     facts = AllreduceFacts(
         backend=job.backend,
         world_size=len(ranks),
         master=master.name,
         port=job.port,
         python=job.python,
-        rendezvous=where,
+        rendezvous=f"{master.name}:{job.port}",
         recommendation=job.recommendation,
     )
     if len(ranks) < 2:
         why = "one rank: nothing to reduce across (add nodes, or GPUs with --backend nccl)"
         return replace(facts, skipped=why)
-    addr, free, error = rendezvous_address(
-        launcher, master, iface_hint(job), job.port, job.python, job.deadlines.launch
-    )
-    if error or not free:
-        why = error or f"port {job.port} is already in use on {master.name}"
-        return replace(facts, not_started=why, port_taken=not error)
-    rendezvous = addr or master.address or "127.0.0.1"
     plan = Plan(
         ranks=ranks,
         backend=job.backend,
         port=job.port,
-        master_addr=rendezvous,
         deadlines=job.deadlines,
         sizes=job.sizes,
         python=job.python,
     )
-    runs = [run_plan(plan, launcher, "as configured")]
-    if runs[0].status != "interrupted" and differs(job.recommendation, runs[0]):
+    iface = iface_hint(job)
+    configured = run_plan(plan, launcher, "as configured", iface)
+    if configured.status == "not_started":
+        return replace(facts, not_started=configured.reason, port_taken=configured.port_taken)
+    runs = [configured]
+    # As recommended when the configured run failed (does the fix work?), or when it passed but
+    # the recommendation would change what the libraries choose (would the change break it?).
+    worth = configured.status != "passed" or job.recommendation_changes
+    if configured.status != "interrupted" and worth and differs(job.recommendation, configured):
         env: dict[str, str | None] = dict(job.recommendation)
-        runs.append(run_plan(replace(plan, env=env), launcher, "as recommended"))
+        runs.append(run_plan(replace(plan, env=env), launcher, "as recommended", iface))
     return replace(
         facts,
-        rendezvous=f"{where} ({rendezvous})",
+        rendezvous=f"{facts.rendezvous} ({configured.address})",
         runs=tuple(with_logs(run, job.backend) for run in runs),
     )

@@ -55,6 +55,9 @@ class Deadlines:
         return float(getattr(self, phase, self.teardown))
 
 
+SWEEP_BUDGET = 3.0  # seconds a time-sized sweep may take
+
+
 @dataclass(frozen=True)
 class Rank:
     rank: int
@@ -67,12 +70,14 @@ class Plan:
     ranks: tuple[Rank, ...]
     backend: str = "gloo"
     port: int = 29500
-    master_addr: str = "127.0.0.1"
     env: dict[str, str | None] = field(default_factory=dict)
     deadlines: Deadlines = field(default_factory=Deadlines)
-    sizes: tuple[int, ...] = field(default_factory=default_sizes)
+    # None: sized by time (doubling until the bandwidth plateaus or ``sweep_budget`` is spent);
+    # a tuple forces those sizes, each run unless the phase deadline would be overrun.
+    sizes: tuple[int, ...] | None = None
+    sweep_budget: float = SWEEP_BUDGET
     verify_elems: int = 1 << 16
-    link_bytes: int = 4 << 20
+    link_bytes: int = 4 << 20  # with forced sizes; else sized by the rate the sweep measured
     python: str = "python3"
 
     @property
@@ -158,6 +163,8 @@ class RunResult:
     ranks: list[RankState]
     seconds: float
     reason: str = ""  # for not_started: why no rank ran
+    address: str | None = None  # where the rendezvous listened (rank 0's node)
+    port_taken: bool = False  # not started: the rendezvous port is in use
     nccl: dict[str, Any] | None = None  # what NCCL's own log said (NCCL runs only)
     # Every rank's output read by the log diagnosis (doctor explain's scanner), set by the stage.
     logs: Explanation | None = None

@@ -146,6 +146,26 @@ def with_plan(facts: NodeFacts, proven: frozenset[str] | None = None) -> NodeFac
     return replace(facts, nic=plan_node(facts, proven))
 
 
+def would_change(facts: NodeFacts, env: Mapping[str, str]) -> bool:
+    """Whether setting ``env`` on the node changes the interfaces NCCL, Gloo or TensorPipe would
+    choose there (the replay again, with ``env`` on top); unknown counts as a change."""
+    now = facts.nic
+    if not isinstance(now, NicPlan) or not isinstance(facts.env, dict):
+        return True
+    after = plan_node(replace(facts, env={**facts.env, **env}), now.proven)
+    return not isinstance(after, NicPlan) or _choices(now) != _choices(after)
+
+
+def _choices(plan: NicPlan) -> tuple[object, ...]:
+    first = plan.bootstrap.first
+    return (
+        first.name if first else None,
+        tuple(a.name for a in plan.socket.interfaces),
+        tuple(b.interface for b in plan.gloo.bindings),
+        tuple(b.interface for b in plan.tp.bindings),
+    )
+
+
 def cluster_recommendation(by_node: Mapping[str, NicPlan | Missing]) -> dict[str, str]:
     """One environment for every node when the interface has one name; else what can be shared.
 

@@ -371,11 +371,12 @@ class Cluster:
         return prefix
 
     def shape(self, name: str, rate: str = "10mbit") -> None:
-        """A slow link: token bucket on both ends of the node's veth (egress and ingress)."""
+        """A slow link: token bucket on both ends of the node's veth (egress and ingress); a
+        node shaped before gets the new rate."""
         node = self.node(name)
         tbf = ["root", "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms"]
-        node.run(["tc", "qdisc", "add", "dev", "eth0", *tbf], check=True)
-        sh("tc", "qdisc", "add", "dev", node.host_veth, *tbf)
+        node.run(["tc", "qdisc", "replace", "dev", "eth0", *tbf], check=True)
+        sh("tc", "qdisc", "replace", "dev", node.host_veth, *tbf)
 
     def set_mtu(self, name: str, mtu: int) -> None:
         self.node(name).ns.ip("link", "set", "eth0", "mtu", str(mtu))
