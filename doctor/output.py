@@ -129,12 +129,13 @@ def ui() -> Ui:
 
 
 def stdout_console() -> Console:
-    # Rich already honours NO_COLOR (and FORCE_COLOR) from the environment.
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    # Rich already honours NO_COLOR (and FORCE_COLOR) from the environment. No emoji codes:
+    # text from users and nodes is printed as it is (`-H a:b:c` is not a:bold-B:c).
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
 
 
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True, emoji=False)
 
 
 def parse_fail_on(text: str) -> Severity:

@@ -33,7 +33,7 @@ from doctor.facts.node import NodeFacts, parse_node
 from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
-from doctor.nic.plan import NicPlan, cluster_recommendation, with_plan, would_change
+from doctor.nic.plan import NicPlan, cluster_recommendation, with_plans, would_change
 from doctor.nic.section import nics_section
 from doctor.report import Report
 from doctor.request import AllreduceSettings, Request
@@ -222,10 +222,7 @@ def _counting(watcher: Watcher, stage: str) -> Iterator[Callable[[int, int], Non
 def derive(probed: Mapping[str, NodeFacts], reach: Reachability | Missing) -> dict[str, NodeFacts]:
     """Every node's NIC plan, once, on the interfaces every peer reached when that was tested."""
     proven = reach.proven() if isinstance(reach, Reachability) else {}
-    return {
-        name: with_plan(facts, frozenset(proven[name]) if name in proven else None)
-        for name, facts in probed.items()
-    }
+    return with_plans(probed, {name: frozenset(ifaces) for name, ifaces in proven.items()})
 
 
 def gpu_counts(facts: Mapping[str, NodeFacts]) -> dict[str, int]:

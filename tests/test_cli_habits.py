@@ -158,3 +158,27 @@ def test_stage_progress_counts_pairs_on_a_terminal_only() -> None:
         progress.tested("reach", 5, 10)
         progress.done()
         assert out.getvalue() == ""
+
+
+def doctor_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1", **env},
+    )
+
+
+def test_what_users_type_is_printed_verbatim() -> None:
+    # Rich reads ":b:" as an emoji code; users' text (hosts, patterns, variables) must not.
+    proc = doctor_cli("preflight", "-H", "a:b:c")
+    assert proc.returncode == 2 and "cannot read host 'a:b:c'" in proc.stderr
+    proc = doctor_cli("preflight", "--select", ":b:")
+    assert proc.returncode == 2 and "no check matches ':b:'" in proc.stderr
+    # A real run of this node whose Gloo variable names an interface ":b:": the finding says so.
+    proc = doctor_cli(
+        "preflight", "--no-allreduce", "--select", "nics.gloo", GLOO_SOCKET_IFNAME=":b:"
+    )
+    assert "GLOO_SOCKET_IFNAME=:b:" in proc.stdout, proc.stdout
+    assert "\N{NEGATIVE SQUARED LATIN CAPITAL LETTER B}" not in proc.stdout + proc.stderr

@@ -11,7 +11,7 @@ from doctor.facts.cluster import ClusterFacts
 from doctor.facts.net import IfAddr
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Missing, Severity
-from doctor.nic.plan import NicPlan
+from doctor.nic.plan import NicPlan, mpi_include
 from doctor.nodeset import compact, group_nodes
 from doctor.plugin import cluster_check, need, node_check
 
@@ -91,6 +91,7 @@ def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
     if len(set(names.values())) > 1:
         groups = group_nodes(names)
         listing = ",".join(sorted(groups))
+        mpi = mpi_include(list(plans.values()))
         yield Finding(
             "nic.names_differ",
             Severity.WARN,
@@ -98,10 +99,11 @@ def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
             + "; ".join(f"{compact(ns)}: {n}" for n, ns in sorted(groups.items())),
             nodes=tuple(names),
             fix=Fix(
-                "One exact list for NCCL works everywhere; Gloo needs each node's own name "
-                "(per-node environment or /etc/nccl.conf for NCCL).",
+                "One exact list for NCCL and the subnet for Open MPI work everywhere; Gloo "
+                "needs each node's own name (per-node environment or /etc/nccl.conf for NCCL).",
                 (
                     f"export NCCL_SOCKET_IFNAME=={listing}",
+                    f"mpirun --mca btl_tcp_if_include {mpi} --mca oob_tcp_if_include {mpi} ...",
                     *(
                         f"on {compact(ns)}: echo 'NCCL_SOCKET_IFNAME=={n}' >> /etc/nccl.conf; "
                         f"export GLOO_SOCKET_IFNAME={n}"

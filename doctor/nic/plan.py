@@ -48,22 +48,44 @@ class NicPlan:
     mpi_oob: MpiChoice
     recommended: Interface | None
     proven: frozenset[str] | None  # interfaces peers reached over TCP; None: not tested
+    # What one mpirun gives Open MPI for every node (agreed across nodes: with_plans); None: this
+    # node's own interface name.
+    mpi_include: str | None = None
 
     def recommendation(self) -> dict[str, str]:
         """Environment that pins every library to the recommended interface."""
         if self.recommended is None:
             return {}
-        return env_for(self.recommended.name)
+        return env_for(self.recommended.name, self.mpi_include)
 
 
-def env_for(name: str) -> dict[str, str]:
+def env_for(name: str, mpi: str | None = None) -> dict[str, str]:
     return {
         "NCCL_SOCKET_IFNAME": f"={name}",
         "GLOO_SOCKET_IFNAME": name,
         "TP_SOCKET_IFNAME": name,
-        "OMPI_MCA_btl_tcp_if_include": name,
-        "OMPI_MCA_oob_tcp_if_include": name,
+        "OMPI_MCA_btl_tcp_if_include": mpi or name,
+        "OMPI_MCA_oob_tcp_if_include": mpi or name,
     }
+
+
+def mpi_include(plans: list[NicPlan]) -> str | None:
+    """The value one mpirun gives btl/oob_tcp_if_include for every node: the interface's name
+    where every node calls it the same; else its subnets (Open MPI takes CIDR notation), or the
+    names when an interface has no IPv4 subnet (a node skips a name it lacks, with a warning)."""
+    chosen = [p.recommended for p in plans if p.recommended is not None]
+    names = sorted({i.name for i in chosen})
+    if len(names) <= 1:
+        return names[0] if names else None
+    subnets = set()
+    for iface in chosen:
+        ipv4 = next(
+            (a for a in iface.addresses if a.family == AF_INET and a.scope == "global"), None
+        )
+        if ipv4 is None:
+            return ",".join(names)
+        subnets.add(str(ipv4.network))
+    return ",".join(sorted(subnets))
 
 
 def virtual_name(name: str) -> bool:
@@ -146,6 +168,22 @@ def with_plan(facts: NodeFacts, proven: frozenset[str] | None = None) -> NodeFac
     return replace(facts, nic=plan_node(facts, proven))
 
 
+def with_plans(
+    facts: Mapping[str, NodeFacts], proven: Mapping[str, frozenset[str]]
+) -> dict[str, NodeFacts]:
+    """Every node's facts with its NIC plan, and the Open MPI value every plan shares (one
+    mpirun serves every node); a node missing from ``proven`` was not tested."""
+    planned = {name: with_plan(f, proven.get(name)) for name, f in facts.items()}
+    plans = [f.nic for f in planned.values() if isinstance(f.nic, NicPlan)]
+    shared = mpi_include(plans)
+    return {
+        name: replace(f, nic=replace(f.nic, mpi_include=shared))
+        if isinstance(f.nic, NicPlan)
+        else f
+        for name, f in planned.items()
+    }
+
+
 def would_change(facts: NodeFacts, env: Mapping[str, str]) -> bool:
     """Whether setting ``env`` on the node changes the interfaces NCCL, Gloo or TensorPipe would
     choose there (the replay again, with ``env`` on top); unknown counts as a change."""
@@ -169,16 +207,20 @@ def _choices(plan: NicPlan) -> tuple[object, ...]:
 def cluster_recommendation(by_node: Mapping[str, NicPlan | Missing]) -> dict[str, str]:
     """One environment for every node when the interface has one name; else what can be shared.
 
-    NCCL accepts an exact list (=eth0,ens5: each node uses the name it has); Gloo, TensorPipe
-    and Open MPI need each node's own name, so those are left to the per-node recommendation.
+    NCCL accepts an exact list (=eth0,ens5: each node uses the name it has) and Open MPI the
+    subnets; Gloo and TensorPipe need each node's own name, left to the per-node recommendation.
     """
-    names = sorted(
-        {p.recommended.name for p in by_node.values() if isinstance(p, NicPlan) and p.recommended}
-    )
+    plans = [p for p in by_node.values() if isinstance(p, NicPlan)]
+    names = sorted({p.recommended.name for p in plans if p.recommended})
+    mpi = mpi_include(plans)
     if len(names) == 1:
-        return env_for(names[0])
+        return env_for(names[0], mpi)
     if names:
-        return {"NCCL_SOCKET_IFNAME": "=" + ",".join(names)}
+        return {
+            "NCCL_SOCKET_IFNAME": "=" + ",".join(names),
+            "OMPI_MCA_btl_tcp_if_include": mpi or "",
+            "OMPI_MCA_oob_tcp_if_include": mpi or "",
+        }
     return {}
 
 

@@ -24,14 +24,16 @@ def export_lines(by_node: Mapping[str, NicPlan | Missing]) -> list[str]:
     inline = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if not k.startswith("OMPI"))
     lines.append(f"# torchrun: {inline} torchrun --nnodes ... train.py")
     gloo = env.get("GLOO_SOCKET_IFNAME")
+    mpi = env.get("OMPI_MCA_btl_tcp_if_include")
     if gloo:
         lines.append(f"# horovodrun --network-interfaces {gloo} ...")
+    if mpi:
         lines.append(
-            f"# mpirun --mca btl_tcp_if_include {gloo} --mca oob_tcp_if_include {gloo} "
+            f"# mpirun --mca btl_tcp_if_include {mpi} --mca oob_tcp_if_include {mpi} "
             + " ".join(f"-x {k}={shlex.quote(v)}" for k, v in env.items() if "SOCKET" in k)
             + " ..."
         )
-    else:
+    if not gloo:
         recommended = {
             name: p.recommended.name
             for name, p in by_node.items()

@@ -176,3 +176,29 @@ def test_collect_over_ssh_saves_every_reachable_node(new_cluster, capsys, tmp_pa
     assert "node3: connection to 198.18." in capsys.readouterr().err
     assert main(["analyze", str(out), "-f", "json"]) in (0, 1)
     assert set(json.loads(capsys.readouterr().out)["nodes"]) == {"node1", "node2"}
+
+
+def test_open_mpi_fix_names_the_subnet_where_interface_names_differ(new_cluster, capsys):
+    c = new_cluster(3)
+    c.rename_interface("node2", "ens5")
+    c.add_docker0(["node1", "node3"])
+    rc, report = preflight(c, capsys, "--no-allreduce")
+    assert rc == 0  # warnings only: names may differ, when every library is told so
+    found = codes(report)
+    assert found["nic.names_differ"] == ["node1", "node2", "node3"], report["findings"]
+    [mpi] = [
+        f
+        for f in report["findings"]
+        if f["code"] == "mpi.iface.container" and "btl_tcp" in f["summary"]
+    ]
+    subnet = f"{c.subnet}.0/24"
+    # One mpirun serves every node: `btl_tcp_if_include eth0` would leave node2 without one.
+    assert mpi["fix"]["commands"] == [f"mpirun --mca btl_tcp_if_include {subnet} ..."]
+    [names] = [f for f in report["findings"] if f["code"] == "nic.names_differ"]
+    assert (
+        f"mpirun --mca btl_tcp_if_include {subnet} --mca oob_tcp_if_include {subnet} ..."
+        in (names["fix"]["commands"])
+    )
+    recommendation = report["nics"]["recommendation"]
+    assert recommendation["NCCL_SOCKET_IFNAME"] == "=ens5,eth0"
+    assert recommendation["OMPI_MCA_btl_tcp_if_include"] == subnet

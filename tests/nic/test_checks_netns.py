@@ -174,7 +174,12 @@ def test_names_differ_between_nodes() -> None:
     )
     assert cluster_codes(cluster) == {"nic.names_differ"}
     plans = {name: facts.nic for name, facts in cluster.nodes.items()}
-    assert cluster_recommendation(plans) == {"NCCL_SOCKET_IFNAME": "=ens5,eth0"}
+    # One mpirun serves both nodes: Open MPI gets the subnet, which every node has.
+    assert cluster_recommendation(plans) == {
+        "NCCL_SOCKET_IFNAME": "=ens5,eth0",
+        "OMPI_MCA_btl_tcp_if_include": "198.18.1.0/24",
+        "OMPI_MCA_oob_tcp_if_include": "198.18.1.0/24",
+    }
 
 
 def no_carrier_first(ns: Netns) -> None:
