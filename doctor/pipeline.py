@@ -42,6 +42,7 @@ from doctor.stages.mesh import run_mesh
 from doctor.stages.pairs import Sampling
 from doctor.stages.reach import run_reach
 from doctor.transport import BatchTransport, Transport
+from doctor.transport.exec import ExecTransport
 from doctor.transport.launchers import launcher_for
 
 if TYPE_CHECKING:
@@ -188,6 +189,12 @@ def _mesh(
     if isinstance(transport, BatchTransport):
         return Missing(
             "not applicable under srun: SLURM starts the job's processes, not SSH", "unsupported"
+        )
+    if isinstance(transport, ExecTransport):
+        return Missing(
+            "not applicable with --exec: the nodes are reached through "
+            f"{transport.prefix.words[0]}, not SSH",
+            "unsupported",
         )
     with _counting(watcher, "mesh") as tested:
         return run_mesh(

@@ -123,6 +123,14 @@ class Targets:
         str | None, flag("--partition", help="Probe the nodes of this SLURM partition.")
     ] = None
     local: Annotated[bool, flag("--local", help="Check only this node.")] = False
+    exec: Annotated[
+        str | None,
+        flag(
+            "--exec",
+            help="Reach the nodes through this command instead of SSH, {node} the node: "
+            "'kubectl exec -i {node} -c trainer --', 'docker exec -i {node}'.",
+        ),
+    ] = None
 
 
 @dataclass(frozen=True)
