@@ -182,3 +182,51 @@ def test_a_real_refusal_is_reported_at_once() -> None:
     [connect] = done["a"]["connects"]
     assert connect["status"] == "refused" and connect["address"] == "127.0.0.9"
     assert time.monotonic() - started < 10  # no retrying behind a barrier
+
+
+class LateSender:
+    """The barrier's own conductor, and a peer that connects to a's listener 3 s after a has
+    finished its own connects (a loaded node that got its ``go`` late)."""
+
+    def __init__(self, address: str, port: int) -> None:
+        self.go = Go()
+        self.address, self.port = address, port
+
+    def begin(self, ready: list[str]) -> dict[str, list[str]]:
+        return self.go.begin(ready)
+
+    def heard(self, node: str, event: dict) -> dict[str, list[str]]:
+        if event.get("ev") == "connected":  # b, still sending: the controller waits for it
+            time.sleep(3.0)
+            with socket.create_connection((self.address, self.port), timeout=2) as sock:
+                sock.sendall(f"b a {self.address}\n".encode())
+        return self.go.heard(node, event)
+
+
+def test_a_late_sender_still_finds_the_listener_up() -> None:
+    # a has nobody to connect to and expects one connection; it must keep listening until it
+    # arrives (or the controller says stop), not give up after a quiet spell.
+    port = free_port()
+    spec = {
+        "source": "a",
+        "port": port,
+        "listen": ["127.0.0.2"],
+        "targets": [],
+        "expect": 1,
+        "connect_timeout": 2.0,
+        "deadline": 10.0,
+        "barrier": True,
+        "ready_within": READY_WITHIN,
+    }
+    agents = run_agents(
+        LocalLauncher(),
+        [Node("a")],
+        agent_source(),
+        "reach-agent",
+        lambda n: spec,
+        LateSender("127.0.0.2", port),
+        python=sys.executable,
+        deadline=30,
+    )
+    done = next(e for e in agents["a"].events if e["ev"] == "done")
+    assert [x["token"] for x in done["accepted"]] == ["b a 127.0.0.2"]

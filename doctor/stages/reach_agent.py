@@ -7,11 +7,13 @@ Every connection carries ``<source> <target> <address>`` so the listener can tel
 
 No connect is judged before its target listens. Streamed by the controller (SSH, local), the
 agent says ``{"ev": "ready"}`` once its listeners are up and connects only when the controller
-writes ``go``, which it does once every agent is ready; its stdin is its lifeline, so it ends
-when the controller goes away. In one srun step (every node's agent started at once, no
-controller in between) a refused connect is tried again until ``retry_refused`` seconds have
-passed since the agent started: long enough for every peer's listener to come up, and a
-refusal that lasts longer is real.
+writes ``go``, which it does once every agent is ready; it says ``{"ev": "connected"}`` when its
+own connects are done and keeps listening until the controller writes ``stop``, which it does
+once every agent has said so, so a sender that runs late (a loaded node) still finds every
+listener up. Its stdin is its lifeline: it ends when the controller goes away. In one srun
+step (every node's agent started at once, no controller in between) a refused connect is tried
+again until ``retry_refused`` seconds have passed since the agent started: long enough for every
+peer's listener to come up, and a refusal that lasts longer is real.
 
 Shipped like the probe (source piped into ``python3``): stdlib only, valid on Python 3.8.
 Spec (JSON argument): port, listen (addresses), targets [{node, iface, address}], source,
@@ -30,8 +32,9 @@ import threading
 import time
 
 STARTED = time.monotonic()
-# After our own connects are done, stop listening once nothing has arrived for this long: a
-# connection meant for us may never come (it went to an address the sender also holds).
+# In one srun step (no controller to say stop), once our own connects are done, stop listening
+# when nothing has arrived for this long: a connection meant for us may never come (it went to
+# an address the sender also holds).
 QUIET = 2.0
 STATUS = {
     "ECONNREFUSED": "refused",
@@ -69,13 +72,15 @@ def bind_all(spec, out):
     return socks
 
 
-def listen(spec, socks, out, connects_done, done_at):
+def listen(spec, socks, out, connects_done, done_at, stop):
     end = time.monotonic() + spec["deadline"]
     received = 0
     last = time.monotonic()
     while socks and time.monotonic() < end:
         if connects_done.is_set() and (
-            received >= spec["expect"] or time.monotonic() - max(last, done_at[0]) > QUIET
+            received >= spec["expect"]
+            or stop.is_set()
+            or (not spec.get("barrier") and time.monotonic() - max(last, done_at[0]) > QUIET)
         ):
             break
         readable, _, _ = select.select(socks, [], [], 0.05)
@@ -131,13 +136,15 @@ def connect(spec, target):
     return entry
 
 
-def lifeline(go):
-    """The controller's word: a line to go, then end of input when it leaves (then we leave)."""
+def lifeline(go, stop):
+    """The controller's word: ``go``, then ``stop``, then end of input when it leaves (then we
+    leave)."""
+    words = {b"go": go, b"stop": stop}
     try:
-        if sys.stdin.buffer.readline():
-            go.set()
-        while sys.stdin.buffer.read(4096):
-            pass
+        for line in sys.stdin.buffer:
+            word = words.get(line.strip())
+            if word is not None:
+                word.set()
     except (OSError, ValueError):
         pass
     os._exit(0)
@@ -157,15 +164,17 @@ def main(argv):
         return
     out = {"listen": {}, "accepted": [], "connects": []}  # type: dict
     socks = bind_all(spec, out)
-    go = threading.Event()
+    go, stop = threading.Event(), threading.Event()
     if spec.get("barrier"):
-        threading.Thread(target=lifeline, args=(go,), daemon=True).start()
+        threading.Thread(target=lifeline, args=(go, stop), daemon=True).start()
         emit("ready", listen=out["listen"])
         if not go.wait(spec["ready_within"] + spec["deadline"]):
             return
     connects_done = threading.Event()
     done_at = [0.0]
-    listener = threading.Thread(target=listen, args=(spec, socks, out, connects_done, done_at))
+    listener = threading.Thread(
+        target=listen, args=(spec, socks, out, connects_done, done_at, stop)
+    )
     listener.start()
     results = [None] * len(spec["targets"])
 
@@ -180,6 +189,8 @@ def main(argv):
     out["connects"] = results
     done_at[0] = time.monotonic()
     connects_done.set()
+    if spec.get("barrier"):
+        emit("connected")
     listener.join(spec["deadline"] + 1)
     emit("done", **out)
 
