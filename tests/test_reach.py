@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
 
 from checks.cluster import reach_tcp
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.reach import Reachability, done_event, judge
 from doctor.inventory import Node
+from doctor.stages import reach_agent
 from doctor.stages.agents import Go, run_agents
 from doctor.stages.pairs import Sampling, choose
 from doctor.stages.reach import ALL_PAIRS_UP_TO, READY_WITHIN, agent_source, reach_specs
@@ -230,3 +232,21 @@ def test_a_late_sender_still_finds_the_listener_up() -> None:
     )
     done = next(e for e in agents["a"].events if e["ev"] == "done")
     assert [x["token"] for x in done["accepted"]] == ["b a 127.0.0.2"]
+
+
+def test_connections_queued_when_told_to_stop_are_still_taken() -> None:
+    # The sender's connect completed (the kernel queued it) before the word to stop: closing
+    # without accepting it would fail a healthy pair as "never arrived".
+    listener = socket.socket()
+    listener.bind(("127.0.0.2", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    with socket.create_connection(listener.getsockname(), timeout=2) as sock:
+        sock.sendall(b"b a 127.0.0.2\n")
+    connects_done, stop = threading.Event(), threading.Event()
+    connects_done.set()
+    stop.set()
+    out: dict = {"accepted": []}
+    spec = {"source": "a", "expect": 5, "deadline": 5.0, "barrier": True}
+    reach_agent.listen(spec, [listener], out, connects_done, [0.0], stop)
+    assert [x["token"] for x in out["accepted"]] == ["b a 127.0.0.2"]

@@ -83,27 +83,43 @@ def listen(spec, socks, out, connects_done, done_at, stop):
             or (not spec.get("barrier") and time.monotonic() - max(last, done_at[0]) > QUIET)
         ):
             break
-        readable, _, _ = select.select(socks, [], [], 0.05)
-        for sock in readable:
-            try:
-                conn, peer = sock.accept()
-            except OSError:
-                continue
-            conn.settimeout(2.0)
-            try:
-                token = conn.recv(256).decode("utf-8", "replace").strip()
-            except OSError:
-                token = ""
-            out["accepted"].append(
-                {"local": conn.getsockname()[0], "peer": peer[0], "token": token}
-            )
-            conn.close()
+        got = accept_ready(spec, socks, out, 0.05)
+        if got is not None:
+            received += got
             last = time.monotonic()
-            parts = token.split()
-            if len(parts) == 3 and parts[1] == spec["source"] and parts[0] != spec["source"]:
-                received += 1
+    # A connect completes when the kernel queues it: take what is queued before closing, or its
+    # sender would be told it reached us and we would say it never arrived.
+    drain_until = time.monotonic() + 1.0
+    while socks and time.monotonic() < drain_until:
+        if accept_ready(spec, socks, out, 0) is None:
+            break
     for sock in socks:
         sock.close()
+
+
+def accept_ready(spec, socks, out, wait):
+    """Accept what is waiting (up to ``wait`` seconds for it); None when nothing was, else how
+    many of the connections meant for this node arrived."""
+    readable, _, _ = select.select(socks, [], [], wait)
+    if not readable:
+        return None
+    received = 0
+    for sock in readable:
+        try:
+            conn, peer = sock.accept()
+        except OSError:
+            continue
+        conn.settimeout(2.0)
+        try:
+            token = conn.recv(256).decode("utf-8", "replace").strip()
+        except OSError:
+            token = ""
+        out["accepted"].append({"local": conn.getsockname()[0], "peer": peer[0], "token": token})
+        conn.close()
+        parts = token.split()
+        if len(parts) == 3 and parts[1] == spec["source"] and parts[0] != spec["source"]:
+            received += 1
+    return received
 
 
 def connect(spec, target):
