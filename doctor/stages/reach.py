@@ -26,7 +26,10 @@ from doctor.transport import BatchTransport, ExecResult, Transport
 from doctor.transport.launchers import launcher_for
 
 ALL_PAIRS_UP_TO = 32
-CONNECT_TIMEOUT = 2.0
+# Three SYNs (Linux sends them at 0, 1 and 3 s): a loaded node whose network stack runs late
+# (softirq work deferred to ksoftirqd, which then competes with every process) answers within
+# it, where 2 s failed healthy pairs on 128 nodes sharing 2 cores. A blackholed peer costs it once.
+CONNECT_TIMEOUT = 5.0
 DEADLINE = 10.0  # seconds an agent listens and connects once it may go
 READY_WITHIN = 20.0  # seconds every agent gets to have its listeners up
 # One srun step starts every agent at once, with no controller in between to say go: a refused
