@@ -1,0 +1,112 @@
+"""Start-up per command, and `doctor collect` on 3 nodes against the parallel `ssh true` floor.
+
+Each round runs, back to back and in rotating order, on this node:
+
+- python: ``python3 -c pass`` (the interpreter's own start, the floor of any Python command);
+- ``doctor --version``, ``doctor checks list``, ``doctor explain`` of a 20-line log,
+  ``doctor preflight --local --no-allreduce`` and ``doctor collect --local``;
+
+and on a 3-node namespace cluster with real sshd:
+
+- floor: ``ssh -o BatchMode=yes host true`` to the 3 nodes at once;
+- collect: ``doctor collect -H node1,node2,node3 --save-raw DIR`` (one login and one probe per
+  node, the captures written).
+
+Medians (and each command's ratio to its floor) go to ``bench/startup_bench.json``.
+Run as root from the repository root: ``python3 -m bench.startup_bench [ROUNDS]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from bench.installed import compile_bytecode
+from tests.cluster.harness import Cluster, make_cluster
+
+HERE = Path(__file__).parent
+DOCTOR = str(Path(sys.executable).parent / "doctor")
+LOG = HERE.parent / "tests" / "fixtures" / "logs" / "real" / "nccl-wrong-magic.log"
+
+
+def timed(argv: list[str], ok: tuple[int, ...] = (0, 1)) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, check=False, timeout=300)
+    took = time.perf_counter() - started
+    if proc.returncode not in ok:  # 1: the run completed and found something
+        raise SystemExit(f"{argv[:4]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    return took
+
+
+def local_commands(log: Path, out: Path) -> dict[str, list[str]]:
+    return {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "doctor --version": [DOCTOR, "--version"],
+        "doctor checks list": [DOCTOR, "checks", "list"],
+        "doctor explain (20 lines)": [DOCTOR, "explain", str(log)],
+        "doctor collect --local": [DOCTOR, "collect", "--local", "--save-raw", str(out / "local")],
+        "doctor preflight --local": [DOCTOR, "preflight", "--local", "--no-allreduce"],
+    }
+
+
+def cluster_commands(c: Cluster, out: Path) -> dict[str, Callable[[], float]]:
+    ssh = ["ssh", "-F", str(c.ssh_config), "-o", "BatchMode=yes"]
+
+    def floor() -> float:
+        started = time.perf_counter()
+        procs = [subprocess.Popen([*ssh, name, "true"]) for name in c.names]
+        if any(p.wait(60) != 0 for p in procs):
+            raise SystemExit("ssh floor: a node failed")
+        return time.perf_counter() - started
+
+    collect = [DOCTOR, "collect", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config)]
+    collect += ["--python", sys.executable, "--save-raw", str(out / "cluster")]
+    return {"ssh true, 3 nodes": floor, "doctor collect, 3 nodes": lambda: timed(collect, (0,))}
+
+
+def main(argv: list[str]) -> None:
+    rounds = int(argv[1]) if len(argv) > 1 else 7
+    compile_bytecode()
+    with tempfile.TemporaryDirectory() as tmp, make_cluster(3, Path(tmp)) as c:
+        out = Path(tmp)
+        log = out / "short.log"
+        lines = LOG.read_text().splitlines()[:20]
+        log.write_text("\n".join(lines) + "\n")
+        runs: dict[str, Callable[[], float]] = {
+            name: partial(timed, argv) for name, argv in local_commands(log, out).items()
+        }
+        runs |= cluster_commands(c, out)
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        names = list(runs)
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                times[name].append(runs[name]())
+    med = {name: round(statistics.median(t), 3) for name, t in times.items()}
+    python, floor = med["python -c pass"], med["ssh true, 3 nodes"]
+    doc = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}",
+        "rounds": rounds,
+        "median_s": med,
+        "vs_python_start": {
+            name: round(t / python, 2) for name, t in med.items() if name.startswith("doctor ")
+        },
+        "collect_vs_ssh_floor": round(med["doctor collect, 3 nodes"] / floor, 2),
+        "target": "doctor collect on 3 nodes <= 1.5x the parallel ssh true floor",
+        "load_average_at_end": os.getloadavg(),
+    }
+    (HERE / "startup_bench.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
