@@ -1,4 +1,5 @@
-"""The terminal report: one line per check, then the findings with their fixes, worst first."""
+"""The terminal report: the findings with their fixes (worst first), one line per check that ran,
+one line per reason checks were skipped for, the cross-node tables, and the summary line last."""
 
 from __future__ import annotations
 
@@ -40,10 +41,10 @@ def _check_line(check: str, title: str, outcomes: list[CheckOutcome], many_nodes
     line.append(f"{label:<5}", style=style)
     line.append(f" {check:<24} {title}")
     notes = []
-    if status in (Status.SKIP, Status.CRASH):
+    if status is Status.CRASH:  # a check skipped everywhere is folded by _skip_lines
         reasons = sorted({o.reason for o in by_status[status]})
         notes.append("; ".join(reasons))
-    if many_nodes and status not in (Status.PASS, Status.SKIP):
+    if many_nodes and status is not Status.PASS:
         nodes = [o.node for o in by_status[status] if o.node]
         if nodes:
             notes.append(compact(nodes))
@@ -79,7 +80,47 @@ def _verbose_line(o: CheckOutcome) -> Text:
     return line
 
 
+def _skip_lines(skipped: dict[str, list[CheckOutcome]]) -> list[Text]:
+    """Skipped checks folded by reason: ``16 checks skipped: no NVIDIA GPU on this node``.
+
+    A reason only one check gave is shown with that check's id; --verbose lists every skipped
+    check on every node. Commonest reason first.
+    """
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for check, outcomes in skipped.items():
+        by_reason["; ".join(sorted({o.reason for o in outcomes}))].append(check)
+    lines = []
+    for reason, checks in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        line = Text("  ")
+        line.append(f"{_STATUS_STYLE[Status.SKIP][0]:<5}", style=_STATUS_STYLE[Status.SKIP][1])
+        if len(checks) > 1:
+            line.append(f" {len(checks)} checks skipped: {reason}")
+            line.append("  (--verbose lists them)", style="dim")
+        else:
+            line.append(f" {checks[0]:<24} {reason}")
+        lines.append(line)
+    return lines
+
+
+def _check_lines(report: Report, detail: Detail) -> list[Text]:
+    """Normal: one line per check that ran, worst first, then the skipped ones folded by
+    reason; verbose: every check on every node with its time."""
+    if detail == "verbose":
+        return [_verbose_line(o) for o in report.outcomes]
+    grouped: dict[str, list[CheckOutcome]] = defaultdict(list)
+    for o in report.outcomes:
+        grouped[o.check].append(o)
+    many_nodes = len(report.cluster.names) > 1
+    skipped = {c: outs for c, outs in grouped.items() if all(o.status is Status.SKIP for o in outs)}
+    ran = [(c, outs) for c, outs in grouped.items() if c not in skipped]
+    # Worst first (a stable sort: checks of one status keep their registry order).
+    ran.sort(key=lambda item: min(_RANK.index(o.status) for o in item[1]))
+    lines = [_check_line(c, outs[0].title, outs, many_nodes) for c, outs in ran]
+    return lines + _skip_lines(skipped)
+
+
 def render_text(report: Report, console: Console, detail: Detail = "normal") -> None:
+    """Print the report: findings first (what to do), then checks and tables, the summary last."""
     cluster = report.cluster
     names = cluster.names
     needs_action = report.findings or cluster.failures or report.summary()["crash"]
@@ -95,26 +136,17 @@ def render_text(report: Report, console: Console, detail: Detail = "normal") -> 
     for name, failure in cluster.failures.items():
         console.print(Text(f"  ! {name}: {failure.summary}", style="bold red"))
 
-    grouped: dict[str, list[CheckOutcome]] = defaultdict(list)
-    for o in report.outcomes:
-        grouped[o.check].append(o)
-    if detail == "verbose":
-        console.print(Text("\nChecks", style="bold underline"))
-        for o in report.outcomes:
-            console.print(_verbose_line(o))
-    elif detail == "normal":
-        console.print(Text("\nChecks", style="bold underline"))
-        for check, outcomes in grouped.items():
-            console.print(_check_line(check, outcomes[0].title, outcomes, len(names) > 1))
-
-    if detail != "quiet":
-        _stage_sections(report, console)
-
     if report.findings:
         console.print(Text("\nFindings", style="bold underline"))
         for f in report.findings:
             for line in _finding_block(f):
                 console.print(line)
+    if detail != "quiet":
+        console.print(Text("\nChecks", style="bold underline"))
+        for line in _check_lines(report, detail):
+            console.print(line)
+        _stage_sections(report, console)
+
     s = report.summary()
     tail = Text("\n")
     tail.append(
