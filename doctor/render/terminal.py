@@ -12,6 +12,7 @@ from rich.text import Text
 from doctor.allreduce.render import render_allreduce
 from doctor.model import CheckOutcome, Finding, Severity, Status
 from doctor.nodeset import compact
+from doctor.render.checklist import CheckRow, SkipGroup, fold_checks
 from doctor.render.matrix import render_matrix
 from doctor.report import Report
 
@@ -23,31 +24,22 @@ _STATUS_STYLE = {
     Status.CRASH: ("CRASH", "bold magenta"),
 }
 _SEVERITY_STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
-# The order in which a check's per-node statuses decide its one line.
-_RANK = [Status.CRASH, Status.FAIL, Status.WARN, Status.PASS, Status.SKIP]
 
 # quiet: only what needs action (nothing at all on a clean run); verbose: every check on every
 # node with its time, instead of one line per check.
 Detail = Literal["quiet", "normal", "verbose"]
 
 
-def _check_line(check: str, title: str, outcomes: list[CheckOutcome], many_nodes: bool) -> Text:
-    by_status: dict[Status, list[CheckOutcome]] = defaultdict(list)
-    for o in outcomes:
-        by_status[o.status].append(o)
-    status = next(s for s in _RANK if s in by_status)
-    label, style = _STATUS_STYLE[status]
+def _check_line(row: CheckRow, many_nodes: bool) -> Text:
+    label, style = _STATUS_STYLE[row.status]
     line = Text("  ")
     line.append(f"{label:<5}", style=style)
-    line.append(f" {check:<24} {title}")
+    line.append(f" {row.check:<24} {row.title}")
     notes = []
-    if status is Status.CRASH:  # a check skipped everywhere is folded by _skip_lines
-        reasons = sorted({o.reason for o in by_status[status]})
-        notes.append("; ".join(reasons))
-    if many_nodes and status is not Status.PASS:
-        nodes = [o.node for o in by_status[status] if o.node]
-        if nodes:
-            notes.append(compact(nodes))
+    if row.reasons:
+        notes.append("; ".join(row.reasons))
+    if many_nodes and row.status is not Status.PASS and row.nodes:
+        notes.append(compact(row.nodes))
     if notes:
         line.append("  " + " — ".join(notes), style="dim")
     return line
@@ -80,26 +72,18 @@ def _verbose_line(o: CheckOutcome) -> Text:
     return line
 
 
-def _skip_lines(skipped: dict[str, list[CheckOutcome]]) -> list[Text]:
-    """Skipped checks folded by reason: ``16 checks skipped: no NVIDIA GPU on this node``.
-
-    A reason only one check gave is shown with that check's id; --verbose lists every skipped
-    check on every node. Commonest reason first.
-    """
-    by_reason: dict[str, list[str]] = defaultdict(list)
-    for check, outcomes in skipped.items():
-        by_reason["; ".join(sorted({o.reason for o in outcomes}))].append(check)
-    lines = []
-    for reason, checks in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
-        line = Text("  ")
-        line.append(f"{_STATUS_STYLE[Status.SKIP][0]:<5}", style=_STATUS_STYLE[Status.SKIP][1])
-        if len(checks) > 1:
-            line.append(f" {len(checks)} checks skipped: {reason}")
-            line.append("  (--verbose lists them)", style="dim")
-        else:
-            line.append(f" {checks[0]:<24} {reason}")
-        lines.append(line)
-    return lines
+def _skip_line(group: SkipGroup) -> Text:
+    """``16 checks skipped: no NVIDIA GPU on this node``; a reason only one check gave is shown
+    with that check's id. --verbose lists every skipped check on every node."""
+    label, style = _STATUS_STYLE[Status.SKIP]
+    line = Text("  ")
+    line.append(f"{label:<5}", style=style)
+    if len(group.checks) > 1:
+        line.append(f" {len(group.checks)} checks skipped: {group.reason}")
+        line.append("  (--verbose lists them)", style="dim")
+    else:
+        line.append(f" {group.checks[0][0]:<24} {group.reason}")
+    return line
 
 
 def _check_lines(report: Report, detail: Detail) -> list[Text]:
@@ -107,16 +91,9 @@ def _check_lines(report: Report, detail: Detail) -> list[Text]:
     reason; verbose: every check on every node with its time."""
     if detail == "verbose":
         return [_verbose_line(o) for o in report.outcomes]
-    grouped: dict[str, list[CheckOutcome]] = defaultdict(list)
-    for o in report.outcomes:
-        grouped[o.check].append(o)
+    rows, skipped = fold_checks(report.outcomes)
     many_nodes = len(report.cluster.names) > 1
-    skipped = {c: outs for c, outs in grouped.items() if all(o.status is Status.SKIP for o in outs)}
-    ran = [(c, outs) for c, outs in grouped.items() if c not in skipped]
-    # Worst first (a stable sort: checks of one status keep their registry order).
-    ran.sort(key=lambda item: min(_RANK.index(o.status) for o in item[1]))
-    lines = [_check_line(c, outs[0].title, outs, many_nodes) for c, outs in ran]
-    return lines + _skip_lines(skipped)
+    return [_check_line(r, many_nodes) for r in rows] + [_skip_line(g) for g in skipped]
 
 
 def render_text(report: Report, console: Console, detail: Detail = "normal") -> None:
