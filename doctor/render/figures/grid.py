@@ -20,7 +20,7 @@ from doctor.render.figures import as_dict, as_list, as_text, short
 from doctor.render.matrix import MARKS
 
 SIDE = 560  # the grid's target width in px, whatever the node count
-MAX_CELL, MIN_CELL = 24, 3
+MAX_CELL, MIN_CELL = 32, 3
 LABEL_GAP = 13  # px between two labels along an axis: below it, label every k-th node only
 CHAR = 6.6  # px per character of the 11px label font, to size the margins
 MAX_LABEL = 22  # characters of a node name shown on an axis (the tooltip has it whole)
