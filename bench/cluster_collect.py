@@ -125,7 +125,7 @@ def mesh_alone(c: Cluster) -> float:
         for n in nodes:  # open the connections first: time the mesh, not the controller's SSH
             transport.execute(n, ["true"], b"", 30)
         started = time.perf_counter()
-        mesh = run_mesh(nodes, nodes, transport)
+        mesh = run_mesh(nodes, transport)
         elapsed = time.perf_counter() - started
     # On 2 shared cores a few of the n*(n-1) logins can overrun; count them, do not hide them.
     MESH_FAILURES.append(len(mesh.failed()) + len(mesh.not_run))

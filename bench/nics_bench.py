@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 from bench.installed import compile_bytecode
-from doctor.collect import gather, probe_spec, to_cluster
-from doctor.inventory import local_node
-from doctor.nic.render import nics_section
+from doctor import pipeline
+from doctor.nic.section import nics_section
 from doctor.registry import load_checks, select
+from doctor.request import Request, Targets
 from doctor.runner import run_checks
-from doctor.transport.local import LocalTransport
 
 
 def summary(samples: list[float]) -> dict[str, float]:
@@ -51,12 +50,13 @@ def main() -> None:
     command = [sys.executable, "-m", "doctor", "nics", "-f", "json"]
     runs = [wall(command) for _ in range(args.runs)]
     specs = select(load_checks(), ["nics", "rdma", "limits.memlock"], ())
-    cluster = to_cluster(gather([local_node()], LocalTransport(), probe_spec(specs)))
+    here = Request("nics", targets=Targets(local=True), checks=tuple(specs), judge=False)
+    cluster = pipeline.run(here).cluster
     planning = []
     for _ in range(args.runs):
         started = time.perf_counter()
         run_checks(specs, cluster)
-        nics_section(cluster)
+        nics_section({name: facts.nic for name, facts in cluster.nodes.items()})
         planning.append(time.perf_counter() - started)
     result = {
         "machine": f"{platform.node()} {platform.machine()}, {platform.python_version()}",

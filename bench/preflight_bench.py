@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 from bench.installed import compile_bytecode
-from doctor.collect import probe_argv, probe_source, probe_spec
+from doctor.collect import probe_argv, probe_source
+from doctor.pipeline import probe_spec
 from doctor.registry import load_checks
+from doctor.request import Request
 
 
 def timed(argv: list[str], stdin: bytes | None = None) -> float:
@@ -42,7 +44,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))
     args = parser.parse_args()
-    spec = probe_spec(load_checks())
+    spec = probe_spec(Request("probe", checks=tuple(load_checks())), [])
     source = probe_source()
     probe = [timed(probe_argv(sys.executable, spec), source) for _ in range(args.runs)]
     preflight = [

@@ -21,25 +21,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from doctor.collect import gather, probe_spec
-from doctor.facts.cluster import NodeFailure
+from doctor.collect import gather
 from doctor.inventory import build_inventory
+from doctor.model import NodeFailure
 from doctor.transport.srun import slurm_nodes
 from doctor.transport.ssh import SshTransport
 from tests.cluster.harness import make_cluster
 from tests.cluster.slurm import slurm_on
 
-SPEC = probe_spec([], deadline=20)
+SPEC = {"deadline": 20.0}
 
 # Run by salloc inside the allocation: one timed gather through srun, printed as seconds.
 IN_ALLOCATION = """
 import os, sys, time
-from doctor.collect import gather, probe_spec
-from doctor.facts.cluster import NodeFailure
+from doctor.collect import gather
+from doctor.model import NodeFailure
 from doctor.transport.srun import slurm_nodes
 nodes, transport = slurm_nodes(None, None, os.environ)
 started = time.perf_counter()
-results = gather(nodes, transport, probe_spec([], deadline=20))
+results = gather(nodes, transport, {"deadline": 20.0})
 elapsed = time.perf_counter() - started
 bad = [n for n, r in results.items() if isinstance(r, NodeFailure)]
 print(elapsed if not bad else "failed: %s" % bad)

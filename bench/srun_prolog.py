@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 
 from bench.installed import compile_bytecode
-from doctor.collect import probe_argv, probe_source, probe_spec
+from doctor.collect import probe_argv, probe_source
+from doctor.pipeline import probe_spec
 from doctor.prolog import PROLOG_DEADLINE
 from doctor.registry import load_checks
+from doctor.request import ProbeSettings, Request
 
 DOCTOR = [sys.executable, "-m", "doctor"]
 
@@ -48,7 +50,8 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     prolog = [timed([*DOCTOR, "preflight", "--local", "--prolog"]) for _ in range(args.runs)]
     imports = [timed([sys.executable, "-c", "import doctor.cli"]) for _ in range(args.runs)]
-    spec = probe_spec(load_checks(), deadline=PROLOG_DEADLINE)
+    settings = ProbeSettings(deadline=PROLOG_DEADLINE)
+    spec = probe_spec(Request("prolog", probe=settings, checks=tuple(load_checks())), [])
     probe = [timed(probe_argv(sys.executable, spec), probe_source()) for _ in range(args.runs)]
     result = {
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
+from checks.stage import not_run
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.mesh import OK, MeshLink
 from doctor.model import Finding, Fix, Severity
@@ -105,13 +106,7 @@ def ssh_mesh(cluster: ClusterFacts) -> Iterator[Finding]:
             ),
             data={"sources": sources, "target": dst, "status": kind},
         )
-    for name, reason in mesh.not_run.items():
-        yield Finding(
-            "mesh.not_run",
-            Severity.WARN,
-            f"the SSH mesh could not be tested from {name}: {reason}",
-            nodes=(name,),
-        )
+    yield from not_run("mesh.not_run", "the SSH mesh could not be tested", mesh.not_run)
 
 
 CHECKS = [ssh_mesh]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.inventory import Node
-from doctor.model import Finding, Fix, Severity
+from doctor.model import Finding, Fix, NodeFailure, Severity
 from doctor.plugin import cluster_check, need, node_check
 from doctor.units import human_bytes
 

@@ -13,7 +13,7 @@ from doctor.facts.topo import TopoFacts
 from doctor.model import Finding, Fix, Missing, Severity
 from doctor.plugin import Skip, cluster_check, need, node_check
 from doctor.topo.matrix import NVLINK, Topology
-from doctor.topo.render import GDR_DEFAULT_LEVEL, gdr_allowed
+from doctor.topo.view import GDR_DEFAULT_LEVEL, gdr_allowed
 
 SHOW_TOPO = "nvidia-smi topo -m"
 

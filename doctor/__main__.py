@@ -1,3 +1,3 @@
-from doctor.cli import main
+from doctor.main import main
 
 raise SystemExit(main())

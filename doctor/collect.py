@@ -1,19 +1,17 @@
-"""Collection: ship the probe to every node at once, parse what comes back into ClusterFacts."""
+"""Collection: ship the probe to every node at once; each answers with its capture or a failure."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any
 
 from doctor.capture import Capture, CaptureError
-from doctor.facts.cluster import ClusterFacts, NodeFailure
-from doctor.facts.node import parse_node
 from doctor.inventory import Node
-from doctor.plugin import CheckSpec
+from doctor.model import NodeFailure
 from doctor.transport import BatchTransport, ExecResult, Transport
 
 # The probe answers by its own deadline; the transport waits a little longer for the bytes.
@@ -22,24 +20,6 @@ TRANSPORT_GRACE = 5.0
 
 def probe_source() -> bytes:
     return files("doctor").joinpath("probe.py").read_bytes()
-
-
-def probe_spec(
-    checks: Iterable[CheckSpec], *, deadline: float = 20.0, torch: bool = False
-) -> dict[str, Any]:
-    """What the probe should capture: its defaults plus what the selected checks asked for."""
-    extra_files: set[str] = set()
-    extra_commands: dict[str, list[str]] = {}
-    for spec in checks:
-        extra_files.update(spec.probe_files)
-        for name, argv in spec.probe_commands.items():
-            extra_commands[f"{spec.id}:{name}"] = list(argv)
-    return {
-        "deadline": deadline,
-        "torch": torch,
-        "files": sorted(extra_files),
-        "commands": extra_commands,
-    }
 
 
 # Interpreter discovery on a node (as Ansible does): the first of these that exists runs the probe.
@@ -133,13 +113,3 @@ def gather(
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
         list(pool.map(one, nodes))
     return {n.name: results[n.name] for n in nodes}
-
-
-def to_cluster(results: dict[str, Capture | NodeFailure]) -> ClusterFacts:
-    facts = ClusterFacts(nodes={})
-    for name, outcome in results.items():
-        if isinstance(outcome, NodeFailure):
-            facts.failures[name] = outcome
-        else:
-            facts.nodes[name] = parse_node(name, outcome)
-    return facts

@@ -115,3 +115,12 @@ def _unknown_keys(command: Command, table: dict[str, Any]) -> list[str]:
         elif not _accepts(command, key):
             unknown.append(key)
     return unknown
+
+
+def config_defaults(command: Command, folder: Path) -> dict[str, Any] | None:
+    """click's default_map for ``command`` from doctor.toml / pyproject.toml in ``folder``."""
+    found = find_config(folder)
+    if found is None:
+        return None
+    path, table = found
+    return default_map(command, table, path)

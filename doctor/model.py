@@ -32,6 +32,16 @@ def present(value: T | Missing) -> T | None:
     return None if isinstance(value, Missing) else value
 
 
+@dataclass(frozen=True)
+class NodeFailure:
+    """A node whose facts could not be had: unreachable, no Python, probe broke, ..."""
+
+    node: str
+    code: str  # e.g. "transport.refused", "probe.no_python"
+    summary: str
+    detail: str = ""
+
+
 class Severity(enum.IntEnum):
     INFO = 10
     WARN = 20

@@ -39,6 +39,14 @@ def compact(names: Iterable[str]) -> str:
     return ",".join(sorted(parts))
 
 
+def group_nodes(values: Mapping[str, K]) -> dict[K, list[str]]:
+    """Nodes grouped by their value, in first-seen order of values and of nodes."""
+    groups: dict[K, list[str]] = {}
+    for node, value in values.items():
+        groups.setdefault(value, []).append(node)
+    return groups
+
+
 @dataclass(frozen=True)
 class Split(Generic[K]):
     """Nodes grouped by a value: the reference value and the nodes that differ from it."""
@@ -54,9 +62,7 @@ def split_by_value(values: Mapping[str, K], baseline: K | None = None) -> Split[
     Returns None when every node agrees (and matches the baseline, if one was given). Ties in the
     vote go to the value whose first node comes first, so the answer is stable.
     """
-    groups: dict[K, list[str]] = {}
-    for node, value in values.items():
-        groups.setdefault(value, []).append(node)
+    groups = group_nodes(values)
     if baseline is None:
         if len(groups) <= 1:
             return None

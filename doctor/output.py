@@ -8,19 +8,17 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import typer
 from rich.console import Console
 
-from doctor.errors import UsageError
+from doctor.errors import EXIT_INTERRUPTED, UsageError
+from doctor.flag import flag
 from doctor.model import Severity
-from doctor.redact import Redactor
-from doctor.render.json_report import render_json
-from doctor.render.junit import render_junit
-from doctor.render.markdown import render_markdown
-from doctor.render.terminal import Detail, render_text
-from doctor.report import Report
+
+if TYPE_CHECKING:
+    from doctor.render.terminal import Detail
+    from doctor.report import Report
 
 
 class Format(str, enum.Enum):
@@ -28,41 +26,88 @@ class Format(str, enum.Enum):
     json = "json"
 
 
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Report format on stdout.")]
-JsonFileOpt = Annotated[
-    Path | None, typer.Option("--json", help="Also write the JSON report to this file.")
-]
-JunitFileOpt = Annotated[
-    Path | None,
-    typer.Option("--junit", help="Also write a JUnit XML report (Jenkins, GitLab) to this file."),
-]
-MarkdownFileOpt = Annotated[
-    Path | None,
-    typer.Option("--markdown", help="Also write a Markdown report (for bug reports) here."),
-]
-RedactOpt = Annotated[
-    bool,
-    typer.Option(
-        "--redact", help="Mask hostnames, addresses and user names in every output, consistently."
-    ),
-]
-FailOnOpt = Annotated[
-    str, typer.Option("--fail-on", help="Exit 1 on findings at or above: warn or fail.")
-]
-BaselineOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--baseline", help="Judge drift against this known-good node ('doctor baseline save')."
-    ),
-]
+# One declaration for every command that prints a report or a document.
+FormatField = Annotated[Format, flag("--format", "-f", help="Report format on stdout.")]
+
+
+@dataclass(frozen=True)
+class Formatting:
+    """Commands that print one document and write no report files (explain, checks list)."""
+
+    fmt: FormatField = Format.text
+
+
+class TopoFormat(str, enum.Enum):
+    text = "text"  # the rich matrix, legend and NIC affinity
+    json = "json"
+    plain = "plain"  # `nvidia-smi topo -m` layout, readable by --input
+
+
+@dataclass(frozen=True)
+class TopoOptions:
+    input_file: Annotated[
+        Path | None,
+        flag(
+            "--input",
+            "-i",
+            help="Read a saved 'nvidia-smi topo -m' output (or a 'doctor collect' capture).",
+        ),
+    ] = None
+    fmt: Annotated[
+        TopoFormat, flag("--format", "-f", help="text, json, or plain (nvidia-smi layout).")
+    ] = TopoFormat.text
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """Where every report command writes its report, and what makes it exit 1."""
+
+    fmt: FormatField = Format.text
+    json_file: Annotated[
+        Path | None, flag("--json", help="Also write the JSON report to this file.")
+    ] = None
+    junit_file: Annotated[
+        Path | None,
+        flag("--junit", help="Also write a JUnit XML report (Jenkins, GitLab) to this file."),
+    ] = None
+    markdown_file: Annotated[
+        Path | None,
+        flag("--markdown", help="Also write a Markdown report (for bug reports) here."),
+    ] = None
+    redact: Annotated[
+        bool,
+        flag(
+            "--redact",
+            help="Mask hostnames, addresses and user names in every output, consistently.",
+        ),
+    ] = False
+    fail_on: Annotated[
+        str, flag("--fail-on", help="Exit 1 on findings at or above: warn or fail.")
+    ] = "fail"
+
+    def __post_init__(self) -> None:
+        parse_fail_on(self.fail_on)  # a bad value is a usage error before any node is probed
+
+    @property
+    def threshold(self) -> Severity:
+        return parse_fail_on(self.fail_on)
 
 
 @dataclass(frozen=True)
 class Ui:
     """The global switches (``doctor --quiet ...``), set once per run by the root callback."""
 
-    quiet: bool = False
-    verbose: bool = False
+    quiet: Annotated[
+        bool, flag("--quiet", "-q", help="Print only what needs action; no progress.")
+    ] = False
+    verbose: Annotated[
+        bool,
+        flag("--verbose", "-v", help="Every check on every node, and every node's probe."),
+    ] = False
+
+    def __post_init__(self) -> None:
+        if self.quiet and self.verbose:
+            raise UsageError("--quiet and --verbose exclude each other")
 
     @property
     def detail(self) -> Detail:
@@ -84,12 +129,13 @@ def ui() -> Ui:
 
 
 def stdout_console() -> Console:
-    # Rich already honours NO_COLOR (and FORCE_COLOR) from the environment.
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    # Rich already honours NO_COLOR (and FORCE_COLOR) from the environment. No emoji codes:
+    # text from users and nodes is printed as it is (`-H a:b:c` is not a:bold-B:c).
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
 
 
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True, emoji=False)
 
 
 def parse_fail_on(text: str) -> Severity:
@@ -102,16 +148,6 @@ def parse_fail_on(text: str) -> Severity:
     return severity
 
 
-@dataclass(frozen=True)
-class OutputOptions:
-    fmt: Format = Format.text
-    json_file: Path | None = None
-    junit_file: Path | None = None
-    markdown_file: Path | None = None
-    redact: bool = False
-    fail_on: str = "fail"
-
-
 def _write(flag: str, path: Path, text: str) -> None:
     try:
         path.write_text(text, encoding="utf-8")  # the XML declares UTF-8; locales vary
@@ -121,7 +157,14 @@ def _write(flag: str, path: Path, text: str) -> None:
 
 def emit(report: Report, opts: OutputOptions) -> int:
     """Write the report to stdout and every named file; the exit code it calls for."""
-    threshold = parse_fail_on(opts.fail_on)
+    # The renderers (rich tables, XML) load here: commands that write no report never pay them.
+    from doctor.redact import Redactor
+    from doctor.render.json_report import render_json
+    from doctor.render.junit import render_junit
+    from doctor.render.markdown import render_markdown
+    from doctor.render.terminal import render_text
+
+    threshold = opts.threshold
     redactor = Redactor.for_report(report) if opts.redact else None
     redact = redactor.text if redactor else str
 
@@ -143,4 +186,5 @@ def emit(report: Report, opts: OutputOptions) -> int:
         with console.capture() as captured:
             render_text(report, console, ui().detail)
         sys.stdout.write(redact(captured.get()))
-    return report.exit_code(threshold)
+    # Ctrl-C during the allreduce: its report is written, then the run says it was interrupted.
+    return EXIT_INTERRUPTED if report.interrupted else report.exit_code(threshold)

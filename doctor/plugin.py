@@ -6,7 +6,7 @@ entry-point group, exactly like the built-in modules in ``checks/``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -53,28 +53,33 @@ class CheckSpec:
     title: str
     scope: Scope
     fn: Callable[..., Iterable[Finding]]
-    codes: dict[str, str]
+    codes: Mapping[str, str]
     needs: tuple[str, ...] = ()
     probe_files: tuple[str, ...] = ()
     probe_commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    fixes: dict[str, Fix] = field(default_factory=dict)
+    fixes: Mapping[str, Fix] = field(default_factory=dict)
+
+
+def _or_empty(fixes: Mapping[str, Fix] | None) -> Mapping[str, Fix]:
+    # Not ``fixes or {}``: a lazily filled mapping would be read just to be tested for truth.
+    return {} if fixes is None else fixes
 
 
 def node_check(
     id: str,
     title: str,
     *,
-    codes: dict[str, str],
+    codes: Mapping[str, str],
     needs: tuple[str, ...] = (),
     probe_files: tuple[str, ...] = (),
     probe_commands: dict[str, tuple[str, ...]] | None = None,
-    fixes: dict[str, Fix] | None = None,
+    fixes: Mapping[str, Fix] | None = None,
 ) -> Callable[[Callable[[NodeFacts], Iterable[Finding]]], CheckSpec]:
     """Declare a check that looks at one node's facts; ``needs`` names NodeFacts fields."""
 
     def wrap(fn: Callable[[NodeFacts], Iterable[Finding]]) -> CheckSpec:
         return CheckSpec(
-            id, title, "node", fn, codes, needs, probe_files, probe_commands or {}, fixes or {}
+            id, title, "node", fn, codes, needs, probe_files, probe_commands or {}, _or_empty(fixes)
         )
 
     return wrap
@@ -84,13 +89,13 @@ def cluster_check(
     id: str,
     title: str,
     *,
-    codes: dict[str, str],
+    codes: Mapping[str, str],
     needs: tuple[str, ...] = (),
-    fixes: dict[str, Fix] | None = None,
+    fixes: Mapping[str, Fix] | None = None,
 ) -> Callable[[Callable[[ClusterFacts], Iterable[Finding]]], CheckSpec]:
     """Declare a check that compares nodes or looks at cluster-wide stages (mesh, reachability)."""
 
     def wrap(fn: Callable[[ClusterFacts], Iterable[Finding]]) -> CheckSpec:
-        return CheckSpec(id, title, "cluster", fn, codes, needs, fixes=fixes or {})
+        return CheckSpec(id, title, "cluster", fn, codes, needs, fixes=_or_empty(fixes))
 
     return wrap

@@ -11,14 +11,11 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from doctor.collect import gather, probe_spec, to_cluster
-from doctor.facts.cluster import NodeFailure
+from doctor import pipeline
 from doctor.inventory import local_node
 from doctor.model import Finding, Severity
 from doctor.plugin import CheckSpec
-from doctor.report import Report
-from doctor.runner import run_checks
-from doctor.transport.local import LocalTransport
+from doctor.request import ProbeSettings, Request, Targets
 
 # slurmd waits for the Prolog before the job starts; keep the probe's own deadline well inside
 # the 2 s a prolog may reasonably add to every job start.
@@ -40,14 +37,17 @@ def run_prolog(specs: list[CheckSpec], threshold: Severity, err: TextIO | None =
     """Probe and check this node; exit EXIT_DRAIN with one reason line on findings >= threshold."""
     err = err or sys.stderr
     node = local_node()
+    request = Request(
+        "prolog",
+        targets=Targets(local=True),
+        probe=ProbeSettings(deadline=PROLOG_DEADLINE),
+        checks=tuple(specs),
+    )
     try:
-        spec = probe_spec(specs, deadline=PROLOG_DEADLINE)
-        result = gather([node], LocalTransport(), spec)[node.name]
-        if isinstance(result, NodeFailure):
-            err.write(f"cluster-doctor: {node.name}: cannot judge this node: {result.summary}\n")
+        report = pipeline.run(request)
+        for failure in report.cluster.failures.values():
+            err.write(f"cluster-doctor: {node.name}: cannot judge this node: {failure.summary}\n")
             return EXIT_HEALTHY
-        cluster = to_cluster({node.name: result})
-        report = Report.build("prolog", cluster, run_checks(specs, cluster))
     except Exception as exc:
         err.write(f"cluster-doctor: {node.name}: cannot judge this node: {exc}\n")
         return EXIT_HEALTHY

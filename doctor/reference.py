@@ -6,6 +6,7 @@ Regenerate with ``doctor checks reference > docs/checks.md`` (built-in checks on
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from doctor.plugin import CheckSpec
@@ -52,3 +53,26 @@ def render_reference(specs: Iterable[CheckSpec]) -> str:
 def _anchor(check_id: str) -> str:
     """The anchor GitHub gives a ``## <id>`` heading: lower case, dots and symbols dropped."""
     return "".join(c for c in check_id.lower() if c.isalnum() or c in "-_")
+
+
+def check_list_text(specs: Iterable[CheckSpec]) -> str:
+    """`doctor checks list`: one line per check."""
+    lines = []
+    for s in specs:
+        needs = f"  needs: {', '.join(s.needs)}" if s.needs else ""
+        lines.append(f"{s.id:<28} {s.scope:<7} {s.title}{needs}\n")
+    return "".join(lines)
+
+
+def check_list_json(specs: Iterable[CheckSpec]) -> str:
+    rows = [
+        {
+            "id": s.id,
+            "title": s.title,
+            "scope": s.scope,
+            "needs": list(s.needs),
+            "codes": dict(s.codes),
+        }
+        for s in specs
+    ]
+    return json.dumps(rows, indent=2) + "\n"

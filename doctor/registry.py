@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
+from doctor.errors import PluginError
 from doctor.plugin import CheckSpec
 
 GROUP = "cluster_doctor.checks"
@@ -13,10 +14,6 @@ GROUP = "cluster_doctor.checks"
 # PYTEST_DISABLE_PLUGIN_AUTOLOAD: a broken third-party plugin can then be bypassed.
 NO_AUTOLOAD = "CLUSTER_DOCTOR_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PREFIX = "checks."
-
-
-class PluginError(Exception):
-    """A plugin could not be loaded or declares something invalid; the message names it."""
 
 
 def load_checks() -> list[CheckSpec]:

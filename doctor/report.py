@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import __version__
+from doctor.errors import EXIT_FINDINGS, EXIT_OK
+from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
 from doctor.jsonable import jsonable
 from doctor.model import CheckOutcome, Finding, Severity, Status
-from doctor.runner import merge_findings
 
-SCHEMA_VERSION = "1.0"
-
-# Exit codes (documented in the README): findings at or above --fail-on give EXIT_FINDINGS.
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+SCHEMA_VERSION = "1.1"  # 1.1: coverage of the sampled stages, the reachability protocol
 
 
 @dataclass
@@ -36,8 +32,22 @@ class Report:
     )
 
     @classmethod
-    def build(cls, command: str, cluster: ClusterFacts, outcomes: list[CheckOutcome]) -> Report:
-        return cls(command, cluster, outcomes, merge_findings(outcomes))
+    def build(
+        cls,
+        command: str,
+        cluster: ClusterFacts,
+        outcomes: list[CheckOutcome],
+        sections: dict[str, Any] | None = None,
+    ) -> Report:
+        return cls(command, cluster, outcomes, merge_findings(outcomes), sections or {})
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C stopped the allreduce: its report is written, then the run exits 130."""
+        return (
+            isinstance(self.cluster.allreduce, AllreduceFacts)
+            and self.cluster.allreduce.interrupted
+        )
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)
@@ -79,3 +89,23 @@ class Report:
         counts["nodes"] = len(self.cluster.names)
         counts["nodes_failed"] = len(self.cluster.failures)
         return counts
+
+
+def merge_findings(outcomes: Iterable[CheckOutcome]) -> list[Finding]:
+    """One finding per distinct (check, code, severity, summary), naming every node it hit.
+
+    Node checks emit the same finding on many nodes; the report names them once as a group.
+    Ordered worst first, then by check and code, so the report reads top-down by urgency.
+    """
+    merged: dict[tuple[str, str, int, str], Finding] = {}
+    for outcome in outcomes:
+        for f in outcome.findings:
+            key = (f.check, f.code, int(f.severity), f.summary)
+            if key in merged:
+                prev = merged[key]
+                nodes = prev.nodes + tuple(n for n in f.nodes if n not in prev.nodes)
+                evidence = prev.evidence + tuple(e for e in f.evidence if e not in prev.evidence)
+                merged[key] = dataclasses.replace(prev, nodes=nodes, evidence=evidence)
+            else:
+                merged[key] = f
+    return sorted(merged.values(), key=lambda f: (-int(f.severity), f.check, f.code))

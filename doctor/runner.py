@@ -49,23 +49,3 @@ def run_checks(specs: Iterable[CheckSpec], cluster: ClusterFacts) -> list[CheckO
         else:
             outcomes.append(_run_one(spec, cluster, None))
     return outcomes
-
-
-def merge_findings(outcomes: Iterable[CheckOutcome]) -> list[Finding]:
-    """One finding per distinct (check, code, severity, summary), naming every node it hit.
-
-    Node checks emit the same finding on many nodes; the report names them once as a group.
-    Ordered worst first, then by check and code, so the report reads top-down by urgency.
-    """
-    merged: dict[tuple[str, str, int, str], Finding] = {}
-    for outcome in outcomes:
-        for f in outcome.findings:
-            key = (f.check, f.code, int(f.severity), f.summary)
-            if key in merged:
-                prev = merged[key]
-                nodes = prev.nodes + tuple(n for n in f.nodes if n not in prev.nodes)
-                evidence = prev.evidence + tuple(e for e in f.evidence if e not in prev.evidence)
-                merged[key] = dataclasses.replace(prev, nodes=nodes, evidence=evidence)
-            else:
-                merged[key] = f
-    return sorted(merged.values(), key=lambda f: (-int(f.severity), f.check, f.code))

@@ -16,10 +16,11 @@ import pytest
 
 from checks.system import CHECKS as SYSTEM_CHECKS
 from doctor.capture import Capture
-from doctor.cli import main
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.model import Finding, Severity
+from doctor.main import main
+from doctor.model import Finding, NodeFailure, Severity
+from doctor.nic.plan import with_plan
 from doctor.plugin import CheckSpec, Skip, cluster_check, node_check
 from doctor.report import Report
 from doctor.runner import run_checks
@@ -65,7 +66,7 @@ def raw_capture(
 
 
 def node(name: str, **kw: Any) -> NodeFacts:
-    return parse_node(name, Capture(raw_capture(name, **kw)))
+    return with_plan(parse_node(name, Capture(raw_capture(name, **kw))))
 
 
 @node_check(

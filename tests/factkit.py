@@ -1,4 +1,7 @@
-"""Small builders for facts, so check tests state only what matters to them."""
+"""Small builders for facts, so check tests state only what matters to them.
+
+Facts come out as the pipeline leaves them: with their NIC plan derived (reachability not tested).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from doctor.facts.node import FACT_AREAS, NodeFacts, parse_node
 from doctor.facts.pci import PciDevice
 from doctor.facts.system import SystemFacts
 from doctor.model import Missing
+from doctor.nic.plan import with_plan
 
 CAPTURES = Path(__file__).parent / "fixtures" / "captures"
 NOT_HERE = Missing("not part of this test", "unsupported")
@@ -29,7 +33,7 @@ def node(name: str = "node1", **areas: Any) -> NodeFacts:
     """NodeFacts with the given areas; every other area is Missing."""
     values = {area: areas.pop(area, NOT_HERE) for area in FACT_AREAS}
     assert not areas, f"unknown fact areas: {sorted(areas)}"
-    return NodeFacts(node=name, capture=Capture({"probe": {}}), **values)
+    return with_plan(NodeFacts(node=name, capture=Capture({"probe": {}}), **values))
 
 
 def raw(name: str) -> dict[str, Any]:
@@ -43,7 +47,7 @@ def real(
     """The facts of a real capture (or of ``raw_capture``, an edited copy of one), with the
     given areas replaced."""
     facts = parse_node(node, Capture(raw_capture if raw_capture is not None else raw(name)))
-    return dataclasses.replace(facts, **areas)
+    return with_plan(dataclasses.replace(facts, **areas))
 
 
 @cache

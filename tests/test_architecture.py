@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("core", ("doctor", "doctor.model", "doctor.errors", "doctor.units", "doctor.nodeset")),
-    ("core", ("doctor.jsonable",)),
+    ("core", ("doctor.model", "doctor.errors", "doctor.units", "doctor.nodeset")),
+    ("core", ("doctor.jsonable", "doctor.flag")),
     ("inputs", ("doctor.inventory", "doctor.capture")),
     ("transport", ("doctor.transport",)),
     ("facts", ("doctor.facts", "doctor.topo", "doctor.nic", "doctor.explain", "doctor.paste")),
@@ -27,9 +27,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report", ("doctor.report",)),
     ("render", ("doctor.render", "doctor.redact", "doctor.output", "doctor.progress")),
     ("render", ("doctor.reference",)),
-    ("pipeline", ("doctor.request", "doctor.pipeline", "doctor.captures", "doctor.baseline")),
+    ("pipeline", ("doctor.request", "doctor.pipeline", "doctor.connect", "doctor.captures")),
+    ("pipeline", ("doctor.baseline",)),
     ("pipeline", ("doctor.prolog",)),
-    ("cli", ("doctor.cli", "doctor.flags", "doctor.config", "doctor.__main__")),
+    ("cli", ("doctor.cli", "doctor.flags", "doctor.config", "doctor.main", "doctor.__main__")),
 )
 ORDER = list(dict.fromkeys(name for name, _ in LAYERS))
 # The probe and the agents ship to nodes as single files; the rest stays small.
@@ -48,6 +49,8 @@ def modules() -> dict[str, Path]:
 
 
 def layer_of(module: str) -> int:
+    if module == "doctor":  # the package itself holds only the version
+        return 0
     best, rank = -1, -1
     for name, prefixes in LAYERS:
         for prefix in prefixes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,11 +12,11 @@ from builders import MIB, raw_capture
 
 from doctor.baseline import load_baseline, save_baseline
 from doctor.capture import Capture
-from doctor.cli import main
 from doctor.drift import drift_findings
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
+from doctor.main import main
 from doctor.model import Finding
 from doctor.plugin import cluster_check
 from doctor.render.json_report import validate
@@ -50,7 +51,7 @@ def test_baseline_overrides_the_majority(tmp_path: Path) -> None:
     assert majority.nodes == ("gpu03",)
     path = tmp_path / "good.json"
     save_baseline(path, raw_capture("golden01", kernel="6.1.0-21"))
-    cluster.baseline = load_baseline(path)
+    cluster = dataclasses.replace(cluster, baseline=load_baseline(path))
     (against_baseline,) = run_checks([kernel_drift], cluster)[0].findings
     assert against_baseline.nodes == ("gpu01", "gpu02")
     assert "expected 6.1.0-21 (the baseline: gpu03)" in against_baseline.evidence

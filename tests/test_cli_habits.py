@@ -16,7 +16,7 @@ from builders import MIB, raw_capture, run_cli, write_captures
 from rich.console import Console
 
 from doctor.capture import Capture
-from doctor.facts.cluster import NodeFailure
+from doctor.model import NodeFailure
 from doctor.progress import Progress
 
 # Exit codes and output are asserted for these checks only: other checks (present or added
@@ -85,7 +85,7 @@ def test_every_format_from_one_run(captures: Path, capsys: pytest.CaptureFixture
 def complete(words: str) -> list[str]:
     env = {**os.environ, "_DOCTOR_COMPLETE": "complete_bash", "COMP_WORDS": words}
     env["COMP_CWORD"] = str(len(words.split()) - (0 if words.endswith(" ") else 1))
-    code = "import sys; from doctor.cli import main; sys.exit(main())"
+    code = "import sys; from doctor.main import main; sys.exit(main())"
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
@@ -105,29 +105,34 @@ def progress_console(terminal: bool) -> tuple[Console, io.StringIO]:
 
 def test_progress_line_names_the_nodes_still_awaited() -> None:
     console, out = progress_console(False)
-    progress = Progress(console, ["gpu01", "gpu02", "gpu03"])
-    with progress:
-        progress.done("gpu02", NodeFailure("gpu02", "node.timeout", "gpu02 did not answer"))
-        assert progress.line().plain == (
-            "probing 3 nodes: 1 answered, 1 failed; waiting on gpu[01,03]"
-        )
-        progress.done("gpu01", Capture(raw_capture("gpu01")))
+    progress = Progress(console)
+    progress.probing(["gpu01", "gpu02", "gpu03"])
+    progress.probed("gpu02", NodeFailure("gpu02", "node.timeout", "gpu02 did not answer"))
+    assert progress.line().plain == ("probing 3 nodes: 1 answered, 1 failed; waiting on gpu[01,03]")
+    progress.probed("gpu01", Capture(raw_capture("gpu01")))
+    progress.done()
     # Not a terminal: no redrawing, one line for the failure only (the success is quiet).
     assert re.fullmatch(r"gpu02: gpu02 did not answer \(\d+\.\ds\)\n", out.getvalue())
 
 
 def test_progress_verbose_quiet_and_live() -> None:
     console, out = progress_console(False)
-    with Progress(console, ["gpu01"], verbose=True) as progress:
-        progress.done("gpu01", Capture(raw_capture("gpu01")))
+    progress = Progress(console, verbose=True)
+    progress.probing(["gpu01"])
+    progress.probed("gpu01", Capture(raw_capture("gpu01")))
+    progress.done()
     assert out.getvalue().startswith("gpu01: probed (")
     console, out = progress_console(False)
-    with Progress(console, ["gpu01"], quiet=True) as progress:
-        progress.done("gpu01", NodeFailure("gpu01", "node.timeout", "gone"))
+    progress = Progress(console, quiet=True)
+    progress.probing(["gpu01"])
+    progress.probed("gpu01", NodeFailure("gpu01", "node.timeout", "gone"))
+    progress.done()
     assert out.getvalue() == ""
     console, out = progress_console(True)
-    with Progress(console, ["gpu01", "gpu02"]) as progress:
-        progress.done("gpu01", Capture(raw_capture("gpu01")))
+    progress = Progress(console)
+    progress.probing(["gpu01", "gpu02"])
+    progress.probed("gpu01", Capture(raw_capture("gpu01")))
+    progress.done()
     assert "waiting on gpu02" in out.getvalue()  # the live line was drawn on the terminal
 
 
@@ -136,3 +141,44 @@ def test_preflight_reports_progress_on_stderr(capsys: pytest.CaptureFixture[str]
     assert rc in (0, 1)
     json.loads(out)  # stdout holds only the report
     assert re.search(r": probed \(\d+\.\ds\)", err)
+
+
+def test_stage_progress_counts_pairs_on_a_terminal_only() -> None:
+    console, out = progress_console(True)
+    progress = Progress(console)
+    progress.testing("mesh")
+    progress.tested("mesh", 3, 200)
+    assert progress.line().plain == "mesh: 3 of 200 pairs tested"
+    progress.done()
+    assert "mesh: 3 of 200 pairs tested" in out.getvalue()
+    for terminal, quiet in ((False, False), (True, True)):
+        console, out = progress_console(terminal)
+        progress = Progress(console, quiet=quiet)
+        progress.testing("reach")
+        progress.tested("reach", 5, 10)
+        progress.done()
+        assert out.getvalue() == ""
+
+
+def doctor_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1", **env},
+    )
+
+
+def test_what_users_type_is_printed_verbatim() -> None:
+    # Rich reads ":b:" as an emoji code; users' text (hosts, patterns, variables) must not.
+    proc = doctor_cli("preflight", "-H", "a:b:c")
+    assert proc.returncode == 2 and "cannot read host 'a:b:c'" in proc.stderr
+    proc = doctor_cli("preflight", "--select", ":b:")
+    assert proc.returncode == 2 and "no check matches ':b:'" in proc.stderr
+    # A real run of this node whose Gloo variable names an interface ":b:": the finding says so.
+    proc = doctor_cli(
+        "preflight", "--no-allreduce", "--select", "nics.gloo", GLOO_SOCKET_IFNAME=":b:"
+    )
+    assert "GLOO_SOCKET_IFNAME=:b:" in proc.stdout, proc.stdout
+    assert "\N{NEGATIVE SQUARED LATIN CAPITAL LETTER B}" not in proc.stdout + proc.stderr

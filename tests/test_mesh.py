@@ -3,22 +3,39 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from checks.mesh import ssh_mesh
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.mesh import MeshLink, SshMesh, classify, parse_agent_output
+from doctor.facts.mesh import MeshLink, SshMesh, classify, link_of
 from doctor.inventory import Node
-from doctor.stages.mesh import GRACE, mesh_spec, stage_deadline
+from doctor.stages.mesh import (
+    GRACE,
+    PER_SOURCE,
+    PER_TARGET,
+    TOTAL,
+    Scheduler,
+    mesh_spec,
+    run_mesh,
+    stage_deadline,
+)
+from doctor.stages.pairs import Sampling, choose
+from doctor.transport.local import LocalTransport
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mesh" / "node1_agent.json"
 
 
 def test_real_openssh_failures_are_classified():
     # Recorded on the harness: see the fixture's "recorded" note for what each peer had wrong.
-    links = parse_agent_output("node1", FIXTURE.read_text())
-    assert isinstance(links, list)
-    got = {x.target: (x.status, x.message) for x in links}
+    links = [link_of("node1", e) for e in json.loads(FIXTURE.read_text())["results"]]
+    got = {x.target: (x.status, x.message) for x in links if x is not None}
     assert got == {
         "node2": ("publickey_denied", "root@node2: Permission denied (publickey)."),
         "node3": ("host_key_unknown", "Host key verification failed."),
@@ -45,22 +62,20 @@ def test_classify_edge_cases():
 
 
 def test_agent_output_garbage_and_errors():
-    assert isinstance(parse_agent_output("n1", "Traceback ..."), str)
-    assert isinstance(parse_agent_output("n1", '{"results": 3}'), str)
-    doc = {
-        "results": [{"target": "n2", "error": {"kind": "timeout", "detail": "late"}, "seconds": 9}]
-    }
-    [link] = parse_agent_output("n1", json.dumps(doc))  # type: ignore[misc]
-    assert (link.status, link.message) == ("timeout", "late")
+    assert link_of("n1", {"results": 3}) is None
+    assert link_of("n1", {"target": "n2", "rc": "255"}) is None
+    link = link_of("n1", {"target": "n2", "error": {"kind": "timeout", "detail": "late"}})
+    assert link is not None and (link.status, link.message) == ("timeout", "late")
 
 
 def test_mesh_spec_rotates_peers_and_keeps_explicit_port_and_user():
     nodes = [Node("a", "a"), Node("b", "b", port=2222, user="u"), Node("c", "c")]
-    spec = mesh_spec(nodes[2], nodes, 5)
+    everyone = choose([n.name for n in nodes], Sampling.full, 16, 0)
+    spec = mesh_spec(nodes[2], nodes, everyone)
     assert [t["name"] for t in spec["targets"]] == ["a", "b"]  # type: ignore[index]
     assert spec["targets"][1] == {"name": "b", "host": "b", "port": 2222, "user": "u"}  # type: ignore[index]
-    assert [t["name"] for t in mesh_spec(nodes[0], nodes, 5)["targets"]] == ["b", "c"]  # type: ignore[index]
-    assert stage_deadline(15, 5) == 2 * (5 + GRACE) + GRACE  # 8 at a time: 2 rounds
+    assert [t["name"] for t in mesh_spec(nodes[0], nodes, everyone)["targets"]] == ["b", "c"]  # type: ignore[index]
+    assert stage_deadline(40) == 2 * 5 + 5 + 2 * GRACE  # 32 logins at a time: 2 rounds
 
 
 def _cluster(links, not_run=None):
@@ -101,3 +116,57 @@ def test_section_matrix():
     assert section["failures"] == [
         {"source": "node1", "target": "node2", "status": "refused", "message": "x"}
     ]
+
+
+def test_the_scheduler_keeps_every_bound_and_hands_out_every_pair_once() -> None:
+    nodes = [f"n{i:02d}" for i in range(40)]
+    coverage = choose(nodes, Sampling.full, 40, 0)
+    targets = {s: list(coverage.peers[s]) for s in nodes}
+    scheduler = Scheduler(targets)
+    inflight: list[tuple[str, int]] = []
+    handed: list[tuple[str, str]] = []
+    ended: set[str] = set()
+
+    def apply(said: dict[str, list[str]]) -> None:
+        for source, lines in said.items():
+            for line in lines:
+                if line == "end":
+                    assert source not in ended
+                    ended.add(source)
+                else:
+                    index = int(line.split()[1])
+                    inflight.append((source, index))
+                    handed.append((source, targets[source][index]))
+        into = Counter(targets[s][i] for s, i in inflight)
+        out = Counter(s for s, _ in inflight)
+        assert len(inflight) <= TOTAL
+        assert max(into.values(), default=0) <= PER_TARGET
+        assert max(out.values(), default=0) <= PER_SOURCE
+
+    apply(scheduler.begin(nodes))
+    while inflight:
+        source, index = inflight.pop(len(inflight) // 2)  # links end in any order
+        apply(scheduler.heard(source, {"ev": "link", "index": index}))
+    assert sorted(handed) == sorted((s, t) for s in nodes for t in targets[s])
+    assert ended == set(nodes)
+
+
+def test_a_stage_that_overruns_keeps_what_it_tested_and_blames_nobody(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each node's ssh hangs (a stand-in that sleeps): the stage deadline comes first.
+    (tmp_path / "ssh").write_text("#!/bin/sh\nsleep 60\n")
+    (tmp_path / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr("doctor.stages.mesh.stage_deadline", lambda pairs: 3.0)
+    nodes = [Node("a", "127.0.0.1"), Node("b", "127.0.0.1")]
+    started = time.monotonic()
+    mesh = run_mesh(nodes, LocalTransport(), python=sys.executable)
+    assert time.monotonic() - started < 15
+    assert mesh.links == ()
+    assert set(mesh.not_run) == {"a", "b"}
+    assert all("stage deadline" in why for why in mesh.not_run.values())
+    found = list(ssh_mesh.fn(ClusterFacts(nodes={}, ssh_mesh=mesh)))
+    assert {(f.code, f.severity.name) for f in found} == {("mesh.not_run", "WARN")}
+    # Nothing is left running: the agents and their ssh went with the stage.
+    assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout == b""

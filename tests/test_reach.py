@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import socket
+import sys
+import time
+
 from checks.cluster import reach_tcp
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.reach import Reachability, judge, parse_agent_json
-from doctor.stages.reach import peers_of, reach_specs
+from doctor.facts.reach import Reachability, done_event, judge
+from doctor.inventory import Node
+from doctor.stages.agents import Go, run_agents
+from doctor.stages.pairs import Sampling, choose
+from doctor.stages.reach import ALL_PAIRS_UP_TO, READY_WITHIN, agent_source, reach_specs
+from doctor.transport.launch import LocalLauncher, Process
 
 IFACES = {"a": {"eth0": "198.18.0.1"}, "b": {"eth0": "198.18.0.2"}}
 
@@ -66,18 +74,20 @@ def test_failures_and_untestable_listeners():
 
 
 def test_garbage_agent_output():
-    assert isinstance(parse_agent_json("Traceback"), str)
-    assert isinstance(parse_agent_json("[]"), str)
+    assert done_event("Traceback") is None
+    assert done_event("[]") is None
+    assert done_event('{"ev": "ready"}\n{"ev": "done", "connects": 3}') is None
 
 
 def test_peer_selection_all_pairs_then_ring_plus_random():
     small = [f"n{i}" for i in range(5)]
-    assert peers_of(small)["n0"] == ["n1", "n2", "n3", "n4"]
+    assert choose(small, Sampling.auto, ALL_PAIRS_UP_TO, 0).peers["n0"] == ("n1", "n2", "n3", "n4")
     big = [f"n{i:02d}" for i in range(40)]
-    peers = peers_of(big)
+    coverage = choose(big, Sampling.auto, ALL_PAIRS_UP_TO, 0)
+    peers = coverage.peers
     assert all(len(p) == 5 for p in peers.values())
     assert {"n01", "n39"} <= set(peers["n00"])
-    specs = reach_specs({n: {"eth0": f"10.0.0.{i}"} for i, n in enumerate(big)}, 4000, 5)
+    specs = reach_specs({n: {"eth0": f"10.0.0.{i}"} for i, n in enumerate(big)}, coverage, 4000)
     # Every node expects exactly the connections the others will make to it.
     sent = sum(len(s["targets"]) for s in specs.values())
     assert sent == sum(s["expect"] for s in specs.values())
@@ -112,3 +122,63 @@ def test_proven_lists_only_tested_nodes_and_fully_reached_interfaces():
     reach = Reachability(("a", "b"), ifaces, tuple(judge(docs, ifaces)), 4000)
     # a was never a target (b tried nobody): nothing is known about a's interfaces.
     assert reach.proven() == {"b": {"eth0"}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LateLauncher(LocalLauncher):
+    """Starts one node's agent seconds after the others: the start skew of a large cluster."""
+
+    def __init__(self, late: str, seconds: float) -> None:
+        self.late, self.seconds = late, seconds
+
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        if node.name == self.late:
+            time.sleep(self.seconds)
+        return super().start(node, argv, stdin)
+
+
+def loopback_specs(port: int, wrong_port_for: str | None = None) -> dict[str, dict]:
+    """Two "nodes" on this machine, on their own loopback addresses, testing each other."""
+    ifaces = {"a": {"lo": "127.0.0.2"}, "b": {"lo": "127.0.0.3"}}
+    coverage = choose(["a", "b"], Sampling.full, 2, 0)
+    specs = reach_specs(ifaces, coverage, port)
+    if wrong_port_for:  # its peer connects where nothing listens: a real refusal
+        for target in specs[wrong_port_for]["targets"]:
+            target["address"] = "127.0.0.9"
+    return specs
+
+
+def run_loopback(specs: dict[str, dict], launcher: LocalLauncher) -> dict[str, dict]:
+    agents = run_agents(
+        launcher,
+        [Node("a"), Node("b")],
+        agent_source(),
+        "reach-agent",
+        lambda n: {**specs[n.name], "barrier": True, "ready_within": READY_WITHIN},
+        Go(),
+        python=sys.executable,
+        deadline=30,
+    )
+    done = {n: next(e for e in a.events if e["ev"] == "done") for n, a in agents.items()}
+    return done
+
+
+def test_no_connect_is_judged_before_its_target_listens() -> None:
+    # b's agent starts 3 s after a's: without the barrier a's connect would be refused.
+    port = free_port()
+    done = run_loopback(loopback_specs(port), LateLauncher("b", 3.0))
+    links = judge(done, {"a": {"lo": "127.0.0.2"}, "b": {"lo": "127.0.0.3"}})
+    assert [(x.source, x.target, x.status) for x in links] == [("a", "b", "ok"), ("b", "a", "ok")]
+
+
+def test_a_real_refusal_is_reported_at_once() -> None:
+    started = time.monotonic()
+    done = run_loopback(loopback_specs(free_port(), wrong_port_for="a"), LocalLauncher())
+    [connect] = done["a"]["connects"]
+    assert connect["status"] == "refused" and connect["address"] == "127.0.0.9"
+    assert time.monotonic() - started < 10  # no retrying behind a barrier

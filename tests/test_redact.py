@@ -16,7 +16,8 @@ from builders import ALL_CHECKS, build_report, node, sample_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
+from doctor.model import NodeFailure
 from doctor.output import Format, OutputOptions, emit
 from doctor.redact import Redactor
 from doctor.report import Report

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.cli import main
+from doctor.main import main
 from doctor.reference import REGENERATE, render_reference
 from doctor.registry import NO_AUTOLOAD, load_checks
 

@@ -1,18 +1,23 @@
 """The allreduce worker: one rank of the doctor's tiny allreduce, run on a node.
 
 Shipped like the probe: the controller runs ``python -c BOOT <nbytes> <spec-json>`` and writes
-this file's source on stdin, keeping stdin open afterwards as a lifeline. When stdin reaches EOF
-(the controller gave up, was interrupted, or its SSH channel died) the worker kills its own
-process group, so no rank is ever left behind on a node. It needs only the standard library and
-torch, and must stay valid on Python 3.8.
+this file's source on stdin, keeping stdin open afterwards. The first line it writes later is the
+word to go, ``{"master_addr": ...}`` (or ``{"abort": ...}``): every rank imports torch while rank 0
+says where the rendezvous can listen (``{"ev": "address"}``, before its own import), so the slow
+import and the rendezvous set-up overlap. After that stdin is a lifeline: when it reaches EOF (the
+controller gave up, was interrupted, or its SSH channel died) the worker kills its own process
+group, so no rank is ever left behind on a node. It needs only the standard library and torch,
+and must stay valid on Python 3.8.
 
 Every step is reported as one JSON line on stdout, so the controller always knows where each
 rank is: ``{"ev": "phase", "phase": ...}`` on entering a phase, ``{"ev": "fail", ...}`` when a
 phase fails, and result lines (``verify``, ``sweep``, ``link``). Phases, in order: launch,
 rendezvous, init, first_allreduce, verify, sweep, teardown, done.
 
-``{"mode": "address"}`` runs no rank: it reports the node's address on an interface and
-whether the rendezvous port is free, before any rank starts.
+The sweep is sized by time: sizes double until the bus bandwidth stops growing or the time
+budget is spent (``sizes`` forces a list instead); the link test then sends each ring link about
+LINK_S seconds' worth at the rate the sweep measured, so a 10 Mbit/s link costs what a fast one
+does, and no less than enough to tell the link from scheduling noise.
 """
 
 import contextlib
@@ -50,9 +55,24 @@ def own_process_group():
         os.setsid()
 
 
-def lifeline():
-    """Block until the controller closes our stdin, then take the whole group down."""
+class Word:
+    """The controller's word to go (its first line on stdin), once it has come."""
+
+    def __init__(self):
+        self.said = threading.Event()
+        self.message = {}
+
+
+def lifeline(word):
+    """Take the controller's word, then block until it closes our stdin and take the whole
+    group down."""
     try:
+        line = sys.stdin.buffer.readline()
+        try:
+            word.message = json.loads(line) if line else {}
+        except ValueError:
+            word.message = {"abort": "the controller's word to go is not JSON"}
+        word.said.set()
         while sys.stdin.buffer.read(65536):
             pass
     except (OSError, ValueError):
@@ -85,17 +105,17 @@ def port_free(port):
         sock.close()
 
 
-def address_mode(spec):
-    iface = spec.get("iface")
+def report_address(where):
+    """Rank 0, before importing torch: the address to listen on, and whether the port is free."""
+    iface = where.get("iface")
     emit(
         "address",
         host=socket.gethostname(),
         iface=iface,
         addr=iface_address(iface) if iface else None,
-        port=spec["port"],
-        port_free=port_free(spec["port"]),
+        port=where["port"],
+        port_free=port_free(where["port"]),
     )
-    return 0
 
 
 def pattern(torch, rank, elems, device):
@@ -131,8 +151,18 @@ def sync(torch, dist, device):
 
 
 # Timed repeats per sweep size stay near this long, and never more than MAX_ITERS.
-TARGET_S = 0.25
+TARGET_S = 0.1
 MAX_ITERS = 10
+# The time-sized sweep: powers of two between these, until the bandwidth stops growing (a
+# doubling that gains less than PLATEAU, twice in a row) or the budget is spent.
+FIRST_SIZE = 4 << 10
+LAST_SIZE = 64 << 20
+PLATEAU = 1.1
+# The link test sends about LINK_S seconds at the measured rate; never less than MIN_LINK_BYTES
+# (below it a transfer times latency and scheduling, not the link), never more than MAX.
+LINK_S = 0.05
+MIN_LINK_BYTES = 256 << 10
+MAX_LINK_BYTES = 4 << 20
 READY, DATA, ACK = 1, 2, 3  # point-to-point tags of the link test
 
 
@@ -141,14 +171,27 @@ def first_iterations(size):
     return max(1, min(MAX_ITERS, (4 << 20) // max(1, size)))
 
 
+def doubling():
+    size, sizes = FIRST_SIZE, []
+    while size <= LAST_SIZE:
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
 def sweep(torch, dist, spec, device):
-    """Time each size; stop (on every rank at once) before a size would overrun the budget."""
+    """Time each size; stop (on every rank at once) when the bandwidth plateaus, or before a size
+    would overrun the budget. Returns the bus bandwidth (bytes/s) the ranks agree on at the last
+    size: the slowest rank's."""
     budget = spec["sweep_budget_s"]
     # One collective must stay well inside the process group's own timeout.
     longest_op = spec["collective_timeout_s"] / 2.0
+    world = spec["world_size"]
     started = time.monotonic()
-    sizes = spec["sizes"]
+    forced = spec["sizes"]
+    sizes = forced or doubling()
     iters = first_iterations(sizes[0])
+    flat, previous, rate = 0, None, None
     for i, size in enumerate(sizes):
         tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
         dist.all_reduce(tensor)  # warm-up: connections and buffers for this size
@@ -159,20 +202,38 @@ def sweep(torch, dist, spec, device):
             dist.all_reduce(tensor)
         sync(torch, dist, device)
         per_op = (time.monotonic() - t0) / iters
-        emit("sweep", bytes=tensor.numel() * 4, iters=iters, time_s=per_op)
-        if i + 1 == len(sizes):
-            break
-        # Ranks must stop together: agree on the slowest rank's numbers, then predict.
+        size = tensor.numel() * 4
+        emit("sweep", bytes=size, iters=iters, time_s=per_op)
+        # Ranks must stop together: agree on the slowest rank's numbers, then decide.
         agreed = torch.tensor(
             [time.monotonic() - started, per_op], dtype=torch.float64, device=device
         )
         dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
         spent, slowest_op = float(agreed[0]), float(agreed[1])
+        algbw = size / max(slowest_op, 1e-9)
+        rate = algbw * 2 * (world - 1) / world
+        if i + 1 == len(sizes):
+            break
+        if not forced:
+            flat = flat + 1 if previous is not None and algbw < PLATEAU * previous else 0
+            previous = algbw
+            if flat >= 2:
+                emit("sweep_stopped", after_bytes=size, spent_s=spent, reason="plateau")
+                break
         next_op = slowest_op * sizes[i + 1] / float(size)
         iters = max(1, min(MAX_ITERS, int(TARGET_S / max(next_op, 1e-6))))
         if next_op > longest_op or spent + next_op * (iters + 1) > budget:
-            emit("sweep_stopped", after_bytes=tensor.numel() * 4, spent_s=spent)
+            emit("sweep_stopped", after_bytes=size, spent_s=spent, reason="budget")
             break
+    return rate
+
+
+def link_bytes(spec, rate):
+    """What each link test transfer sends: fixed with forced sizes, else sized by the rate."""
+    if spec["link_bytes"]:
+        return spec["link_bytes"]
+    wanted = int(rate * LINK_S) if rate else MIN_LINK_BYTES
+    return max(MIN_LINK_BYTES, min(MAX_LINK_BYTES, wanted))
 
 
 def ring_links(world):
@@ -181,7 +242,7 @@ def ring_links(world):
     return [(i, (i + step) % world) for step in steps for i in range(world)]
 
 
-def link_test(torch, dist, spec, device):
+def link_test(torch, dist, spec, device, size):
     """Time each directed ring link on its own, from its sender's clock (no skew between nodes).
 
     Links go one after another in the same order on every rank, so each pair's blocking
@@ -189,7 +250,7 @@ def link_test(torch, dist, spec, device):
     its clock, sends, and stops it when the receiver's one-element ack arrives.
     """
     rank = spec["rank"]
-    elems = max(1, spec["link_bytes"] // 4)
+    elems = max(1, size // 4)
     data = torch.ones(elems, dtype=torch.float32, device=device)
     flag = torch.ones(1, device=device)
     # Twice: the controller keeps each link's best time, so one scheduling hiccup is not a link.
@@ -206,7 +267,7 @@ def link_test(torch, dist, spec, device):
             dist.send(flag, src, tag=ACK)
 
 
-def run_rank(spec):
+def run_rank(spec, word):
     rank, world = spec["rank"], spec["world_size"]
     emit(
         "phase",
@@ -217,17 +278,22 @@ def run_rank(spec):
         python=sys.version.split()[0],
         env=dict((k, os.environ[k]) for k in spec["report_env"] if k in os.environ),
     )
+    if spec.get("report_address"):
+        report_address(spec["report_address"])
     try:
         import torch
         import torch.distributed as dist
     except Exception as exc:  # ImportError, or a broken torch install
         emit("fail", phase="launch", error="torch is not importable: " + first_line(exc))
         return 1
+    if not word.said.wait(spec["go_within_s"]) or "master_addr" not in word.message:
+        return 1  # the controller called it off (port taken, no address): it says why
+    master_addr = word.message["master_addr"]
 
-    emit("phase", phase="rendezvous", addr=spec["master_addr"], port=spec["master_port"])
+    emit("phase", phase="rendezvous", addr=master_addr, port=spec["master_port"])
     try:
         store = dist.TCPStore(
-            spec["master_addr"],
+            master_addr,
             spec["master_port"],
             world,
             rank == 0,
@@ -273,8 +339,8 @@ def run_rank(spec):
         phase = "sweep"
         emit("phase", phase=phase)
         if world > 1:
-            sweep(torch, dist, spec, device)
-            link_test(torch, dist, spec, device)
+            rate = sweep(torch, dist, spec, device)
+            link_test(torch, dist, spec, device, link_bytes(spec, rate))
         phase = "teardown"
         emit("phase", phase=phase)
         dist.destroy_process_group()
@@ -287,16 +353,15 @@ def run_rank(spec):
 
 def main(argv):
     spec = json.loads(argv[-1])
-    if spec.get("mode") == "address":
-        return address_mode(spec)
     own_process_group()
-    threading.Thread(target=lifeline, name="lifeline", daemon=True).start()
+    word = Word()
+    threading.Thread(target=lifeline, args=(word,), name="lifeline", daemon=True).start()
     for key, value in spec.get("env", {}).items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    return run_rank(spec)
+    return run_rank(spec, word)
 
 
 if __name__ == "__main__":

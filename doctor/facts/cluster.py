@@ -4,25 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.mesh import SshMesh
 from doctor.facts.node import NodeFacts
 from doctor.facts.reach import Reachability
 from doctor.inventory import Node
-from doctor.model import Missing
+from doctor.model import Missing, NodeFailure
 
 
 @dataclass(frozen=True)
-class NodeFailure:
-    """A node whose facts could not be had: unreachable, no Python, probe broke, ..."""
-
-    node: str
-    code: str  # e.g. "transport.refused", "probe.no_python"
-    summary: str
-    detail: str = ""
-
-
-@dataclass
 class ClusterFacts:
+    """Everything the checks judge, built once by the pipeline and never changed after."""
+
     nodes: dict[str, NodeFacts]
     failures: dict[str, NodeFailure] = field(default_factory=dict)
     # How the user named each node (address, slots), when known.
@@ -35,6 +28,9 @@ class ClusterFacts:
     ssh_mesh: SshMesh | Missing = field(default_factory=lambda: Missing("SSH mesh not run"))
     reachability: Reachability | Missing = field(
         default_factory=lambda: Missing("reachability not tested")
+    )
+    allreduce: AllreduceFacts | Missing = field(
+        default_factory=lambda: Missing("allreduce not run")
     )
 
     @property

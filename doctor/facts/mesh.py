@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from doctor.facts.coverage import Coverage
 
 # OpenSSH client messages (ssh.c, sshconnect.c, sshconnect2.c) and what they mean, first match wins.
 _PATTERNS: tuple[tuple[str, str], ...] = (
@@ -43,6 +44,7 @@ class SshMesh:
     nodes: tuple[str, ...]
     links: tuple[MeshLink, ...]
     not_run: dict[str, str] = field(default_factory=dict)
+    coverage: Coverage | None = None  # which pairs were tried (None: all)
 
     def failed(self) -> list[MeshLink]:
         return [link for link in self.links if link.status != OK]
@@ -60,6 +62,7 @@ class SshMesh:
                 for x in self.failed()
             ],
             "not_run": dict(self.not_run),
+            "coverage": self.coverage.to_json() if self.coverage else None,
         }
 
 
@@ -75,20 +78,17 @@ def classify(rc: int, stderr: str) -> tuple[str, str]:
     return "failed", lines[-1] if lines else f"ssh exit status {rc}"
 
 
-def parse_agent_output(source: str, text: str) -> list[MeshLink] | str:
-    """The mesh agent's JSON from one node, or why it could not be read."""
-    try:
-        return [_link(source, entry) for entry in json.loads(text)["results"]]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return f"mesh agent output is not a list of results: {type(exc).__name__}: {exc}"
-
-
-def _link(source: str, entry: dict[str, Any]) -> MeshLink:
-    target = str(entry["target"])
+def link_of(source: str, entry: dict[str, Any]) -> MeshLink | None:
+    """One attempt as the mesh agent reported it, classified; None if the report is malformed."""
+    target, rc, error = entry.get("target"), entry.get("rc"), entry.get("error")
     seconds = entry.get("seconds")
-    error = entry.get("error")
-    if error:
-        status = "timeout" if error["kind"] == "timeout" else "no_ssh_client"
-        return MeshLink(source, target, status, str(error["detail"]), seconds)
-    status, message = classify(int(entry["rc"]), str(entry.get("stderr", "")))
+    seconds = float(seconds) if isinstance(seconds, (int, float)) else None
+    if not isinstance(target, str):
+        return None
+    if isinstance(error, dict):
+        status = "timeout" if error.get("kind") == "timeout" else "no_ssh_client"
+        return MeshLink(source, target, status, str(error.get("detail", "")), seconds)
+    if not isinstance(rc, int):
+        return None
+    status, message = classify(rc, str(entry.get("stderr", "")))
     return MeshLink(source, target, status, message, seconds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from doctor.capture import Capture
 from doctor.facts.driver import DriverFacts, parse_driver
@@ -21,7 +21,12 @@ from doctor.facts.system import SystemFacts, parse_system
 from doctor.facts.topo import TopoFacts, parse_topo
 from doctor.model import Missing
 
+if TYPE_CHECKING:
+    from doctor.nic.plan import NicPlan
+
 T = TypeVar("T")
+# Until the pipeline derives it (doctor/nic/plan.py with_plan), after the cross-node stages.
+NOT_DERIVED = Missing("the NIC plan is derived once the cross-node stages ran", "unsupported")
 
 
 @dataclass(frozen=True)
@@ -41,32 +46,14 @@ class NodeFacts:
     gpus: GpuFacts | Missing
     mpi: MpiFacts | Missing
     frameworks: FrameworkFacts | Missing
-    # Learnt between nodes, not from the capture: the interfaces every peer reached over TCP
-    # (the reachability stage). None when this node was not tested.
-    proven_ifaces: frozenset[str] | None = None
+    # Derived, not parsed: what NCCL, Gloo and Open MPI will use here and what to set, on the
+    # interfaces every peer reached over TCP when the reachability stage ran.
+    nic: NicPlan | Missing = NOT_DERIVED
 
     def to_json(self) -> dict[str, Any]:
         from doctor.jsonable import jsonable
 
         return {k: jsonable(getattr(self, k)) for k in FACT_AREAS}
-
-
-# The areas a check can name in ``needs``, in report order.
-FACT_AREAS: tuple[str, ...] = (
-    "system",
-    "limits",
-    "env",
-    "pci",
-    "nccl",
-    "driver",
-    "gpus",
-    "mpi",
-    "frameworks",
-    "net",
-    "rdma",
-    "topo",
-    "peers",
-)
 
 
 def guarded(parse: Callable[[Capture], T], cap: Capture, area: str) -> T | Missing:
@@ -82,21 +69,26 @@ def _env(cap: Capture) -> dict[str, str] | Missing:
     return value if isinstance(value, (dict, Missing)) else Missing("env is not a map", "failed")
 
 
+# Each area's parser, in report order; a new area is one line here and one field above.
+PARSERS: dict[str, Callable[[Capture], Any]] = {
+    "system": parse_system,
+    "limits": parse_limits,
+    "env": _env,
+    "pci": parse_pci,
+    "nccl": parse_nccl,
+    "driver": parse_driver,
+    "gpus": parse_gpus,
+    "mpi": parse_mpi,
+    "frameworks": parse_frameworks,
+    "net": parse_net,
+    "rdma": parse_rdma,
+    "topo": parse_topo,
+    "peers": parse_peers,
+}
+# The areas a check can name in ``needs``.
+FACT_AREAS: tuple[str, ...] = tuple(PARSERS)
+
+
 def parse_node(node: str, cap: Capture) -> NodeFacts:
-    return NodeFacts(
-        node=node,
-        capture=cap,
-        system=guarded(parse_system, cap, "system"),
-        limits=guarded(parse_limits, cap, "limits"),
-        env=guarded(_env, cap, "env"),
-        pci=guarded(parse_pci, cap, "pci"),
-        topo=guarded(parse_topo, cap, "topo"),
-        peers=guarded(parse_peers, cap, "peers"),
-        net=guarded(parse_net, cap, "net"),
-        rdma=guarded(parse_rdma, cap, "rdma"),
-        nccl=guarded(parse_nccl, cap, "nccl"),
-        driver=guarded(parse_driver, cap, "driver"),
-        gpus=guarded(parse_gpus, cap, "gpus"),
-        mpi=guarded(parse_mpi, cap, "mpi"),
-        frameworks=guarded(parse_frameworks, cap, "frameworks"),
-    )
+    areas = {area: guarded(parse, cap, area) for area, parse in PARSERS.items()}
+    return NodeFacts(node=node, capture=cap, **areas)

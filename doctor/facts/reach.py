@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.facts.coverage import Coverage
+
 OK = "ok"
 # When several interfaces of a peer fail, the node×node matrix shows the first of these.
 _WORST_FIRST = (
@@ -40,6 +42,8 @@ class Reachability:
     links: tuple[ReachLink, ...]
     port: int
     not_run: dict[str, str] = field(default_factory=dict)
+    coverage: Coverage | None = None  # which pairs were tested (None: all)
+    protocol: str = ""  # how no connect was judged before its target listened
 
     def pair_status(self, source: str, target: str) -> str | None:
         statuses = [x.status for x in self.links if x.source == source and x.target == target]
@@ -91,17 +95,25 @@ class Reachability:
             ],
             "proven": {n: sorted(v) for n, v in self.proven().items()},
             "not_run": dict(self.not_run),
+            "coverage": self.coverage.to_json() if self.coverage else None,
+            "protocol": self.protocol,
         }
 
 
-def parse_agent_json(text: str) -> dict[str, Any] | str:
-    try:
-        doc = json.loads(text)
-        if not isinstance(doc, dict) or not isinstance(doc.get("connects"), list):
-            return "reach agent output has no connects"
-        return doc
-    except ValueError as exc:
-        return f"reach agent output is not JSON: {exc}"
+def done_event(text: str) -> dict[str, Any] | None:
+    """The agent's final line (``{"ev": "done", ...}``) from its output, if it got that far."""
+    for line in reversed(text.splitlines()):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(doc, dict)
+            and doc.get("ev") == "done"
+            and isinstance(doc.get("connects"), list)
+        ):
+            return doc
+    return None
 
 
 def judge(

@@ -1,12 +1,13 @@
 """One node's NIC picture: what NCCL, Gloo, TensorPipe and Open MPI will use, and what to set.
 
-``plan_node`` is a pure function of NodeFacts, so the cluster view is a loop over nodes.
+``plan_node`` is a pure function of NodeFacts and the interfaces peers reached; the pipeline
+derives every node's plan once (``with_plan``) and checks, the report and the allreduce read it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from doctor.facts.net import AF_INET, Interface, NetFacts
 from doctor.facts.node import NodeFacts
@@ -47,22 +48,44 @@ class NicPlan:
     mpi_oob: MpiChoice
     recommended: Interface | None
     proven: frozenset[str] | None  # interfaces peers reached over TCP; None: not tested
+    # What one mpirun gives Open MPI for every node (agreed across nodes: with_plans); None: this
+    # node's own interface name.
+    mpi_include: str | None = None
 
     def recommendation(self) -> dict[str, str]:
         """Environment that pins every library to the recommended interface."""
         if self.recommended is None:
             return {}
-        return env_for(self.recommended.name)
+        return env_for(self.recommended.name, self.mpi_include)
 
 
-def env_for(name: str) -> dict[str, str]:
+def env_for(name: str, mpi: str | None = None) -> dict[str, str]:
     return {
         "NCCL_SOCKET_IFNAME": f"={name}",
         "GLOO_SOCKET_IFNAME": name,
         "TP_SOCKET_IFNAME": name,
-        "OMPI_MCA_btl_tcp_if_include": name,
-        "OMPI_MCA_oob_tcp_if_include": name,
+        "OMPI_MCA_btl_tcp_if_include": mpi or name,
+        "OMPI_MCA_oob_tcp_if_include": mpi or name,
     }
+
+
+def mpi_include(plans: list[NicPlan]) -> str | None:
+    """The value one mpirun gives btl/oob_tcp_if_include for every node: the interface's name
+    where every node calls it the same; else its subnets (Open MPI takes CIDR notation), or the
+    names when an interface has no IPv4 subnet (a node skips a name it lacks, with a warning)."""
+    chosen = [p.recommended for p in plans if p.recommended is not None]
+    names = sorted({i.name for i in chosen})
+    if len(names) <= 1:
+        return names[0] if names else None
+    subnets = set()
+    for iface in chosen:
+        ipv4 = next(
+            (a for a in iface.addresses if a.family == AF_INET and a.scope == "global"), None
+        )
+        if ipv4 is None:
+            return ",".join(names)
+        subnets.add(str(ipv4.network))
+    return ",".join(sorted(subnets))
 
 
 def virtual_name(name: str) -> bool:
@@ -110,7 +133,7 @@ def recommend(net: NetFacts, proven: frozenset[str] | None = None) -> Interface 
     return max(candidates, key=score)
 
 
-def plan_node(facts: NodeFacts) -> NicPlan | Missing:
+def plan_node(facts: NodeFacts, proven: frozenset[str] | None = None) -> NicPlan | Missing:
     net = facts.net
     if isinstance(net, Missing):
         return net
@@ -134,102 +157,71 @@ def plan_node(facts: NodeFacts) -> NicPlan | Missing:
         tp=tp_choice(net, env),
         mpi_btl=mpi_choice(net, mca, "btl_tcp"),
         mpi_oob=mpi_choice(net, mca, "oob_tcp"),
-        recommended=recommend(net, facts.proven_ifaces),
-        proven=facts.proven_ifaces,
+        recommended=recommend(net, proven),
+        proven=proven,
     )
 
 
-def _binding_json(choice: SocketChoice) -> dict[str, Any]:
-    first = choice.bindings[0] if choice.bindings else None
+def with_plan(facts: NodeFacts, proven: frozenset[str] | None = None) -> NodeFacts:
+    """The node's facts with its NIC plan; ``proven``: the interfaces every peer reached over
+    TCP (None when the reachability stage did not test the node)."""
+    return replace(facts, nic=plan_node(facts, proven))
+
+
+def with_plans(
+    facts: Mapping[str, NodeFacts], proven: Mapping[str, frozenset[str]]
+) -> dict[str, NodeFacts]:
+    """Every node's facts with its NIC plan, and the Open MPI value every plan shares (one
+    mpirun serves every node); a node missing from ``proven`` was not tested."""
+    planned = {name: with_plan(f, proven.get(name)) for name, f in facts.items()}
+    plans = [f.nic for f in planned.values() if isinstance(f.nic, NicPlan)]
+    shared = mpi_include(plans)
     return {
-        "interface": first.interface if first else None,
-        "address": first.address if first else None,
-        "rule": choice.rule,
-        "devices": [
-            {"interface": b.interface, "address": b.address, "error": b.error}
-            for b in choice.bindings
-        ],
-        "problems": list(choice.problems),
+        name: replace(f, nic=replace(f.nic, mpi_include=shared))
+        if isinstance(f.nic, NicPlan)
+        else f
+        for name, f in planned.items()
     }
 
 
-def plan_json(plan: NicPlan) -> dict[str, Any]:
-    """The per-node part of `doctor nics --format json` and of the report's "nics" section."""
+def would_change(facts: NodeFacts, env: Mapping[str, str]) -> bool:
+    """Whether setting ``env`` on the node changes the interfaces NCCL, Gloo or TensorPipe would
+    choose there (the replay again, with ``env`` on top); unknown counts as a change."""
+    now = facts.nic
+    if not isinstance(now, NicPlan) or not isinstance(facts.env, dict):
+        return True
+    after = plan_node(replace(facts, env={**facts.env, **env}), now.proven)
+    return not isinstance(after, NicPlan) or _choices(now) != _choices(after)
+
+
+def _choices(plan: NicPlan) -> tuple[object, ...]:
     first = plan.bootstrap.first
-    nccl: dict[str, Any] = {
-        "version": ".".join(map(str, plan.nccl_version)) if plan.nccl_version else None,
-        "settings": {
-            k: {"value": s.value, "source": s.source} for k, s in plan.nccl_settings.items()
-        },
-        "bootstrap": {
-            "interface": first.name if first else None,
-            "address": first.address if first else None,
-            "rule": plan.bootstrap.rule,
-            "error": plan.bootstrap.error,
-        },
-        "socket": [{"interface": a.name, "address": a.address} for a in plan.socket.interfaces],
-        "net": "IB" if plan.ib and plan.ib.usable else "Socket",
-    }
-    if plan.ib is not None:
-        nccl["ib"] = {
-            "reason": plan.ib.reason,
-            "ports": [f"{p.hca}:{p.port}/{p.transport}" for p in plan.ib.ports],
-        }
-    if plan.library is not None:
-        lib_id = plan.library.id_address
-        nccl["library"] = {
-            "path": plan.library_path,
-            "bootstrap": {
-                "interface": plan.library.interface,
-                "address": plan.library.address,
-                "warning": plan.library.logged.warning,
-            },
-            "unique_id": {
-                "family": _family(lib_id.family) if lib_id else None,
-                "address": lib_id.address if lib_id else None,
-                "port": lib_id.port if lib_id else None,
-                "interface": plan.library.id_interface,
-            },
-            "agrees": agrees(plan),
-        }
-    return {
-        "interfaces": [
-            {
-                "name": i.name,
-                "kind": i.kind,
-                "state": i.state(),
-                "mtu": i.mtu,
-                "speed_mbps": i.speed_mbps,
-                "addresses": [
-                    {"address": a.address, "prefixlen": a.prefixlen, "scope": a.scope}
-                    for a in i.addresses
-                ],
-                "master": i.master,
-                "driver": i.driver,
-                "pci": i.pci_address,
-                "numa_node": i.numa_node,
-            }
-            for i in plan.net.interfaces.values()
-        ],
-        "default_route": list(plan.net.default_routes),
-        "nccl": nccl,
-        "gloo": _binding_json(plan.gloo),
-        "tp": _binding_json(plan.tp),
-        "mpi": {
-            c.parameter: {
-                "interfaces": list(c.interfaces),
-                "rule": c.rule,
-                "problems": list(c.problems),
-            }
-            for c in (plan.mpi_btl, plan.mpi_oob)
-        },
-        "recommendation": plan.recommendation(),
-        "proven_reachable": sorted(plan.proven) if plan.proven is not None else None,
-    }
+    return (
+        first.name if first else None,
+        tuple(a.name for a in plan.socket.interfaces),
+        tuple(b.interface for b in plan.gloo.bindings),
+        tuple(b.interface for b in plan.tp.bindings),
+    )
 
 
-def _family(family: int) -> str:
-    return "AF_INET" if family == AF_INET else "AF_INET6"
+def cluster_recommendation(by_node: Mapping[str, NicPlan | Missing]) -> dict[str, str]:
+    """One environment for every node when the interface has one name; else what can be shared.
+
+    NCCL accepts an exact list (=eth0,ens5: each node uses the name it has) and Open MPI the
+    subnets; Gloo and TensorPipe need each node's own name, left to the per-node recommendation.
+    """
+    plans = [p for p in by_node.values() if isinstance(p, NicPlan)]
+    names = sorted({p.recommended.name for p in plans if p.recommended})
+    mpi = mpi_include(plans)
+    if len(names) == 1:
+        return env_for(names[0], mpi)
+    if names:
+        return {
+            "NCCL_SOCKET_IFNAME": "=" + ",".join(names),
+            "OMPI_MCA_btl_tcp_if_include": mpi or "",
+            "OMPI_MCA_oob_tcp_if_include": mpi or "",
+        }
+    return {}
 
 
 def agrees(plan: NicPlan) -> bool | None:

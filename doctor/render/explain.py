@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from doctor import __version__
+from doctor.errors import UsageError
 from doctor.explain.engine import Explanation, context, findings
+from doctor.explain.source import LogReadError
 from doctor.jsonable import jsonable
 from doctor.model import Finding, Severity
 from doctor.report import SCHEMA_VERSION
@@ -119,3 +122,22 @@ def render_explain_text(result: Explanation, console: Console) -> None:
     for index, f in enumerate(found, 1):
         for line in _finding_lines(index, f):
             console.print(line)
+
+
+def show_explanation(logs: list[str] | None, as_json: bool, out: Console) -> None:
+    """`doctor explain`: scan the logs (none: stdin), say on stderr what could not be read, and
+    show the result."""
+    from doctor.explain.scan import explain
+
+    if not logs and sys.stdin.isatty():
+        raise UsageError("explain: name log files, or pipe a log into 'doctor explain -'")
+    try:
+        result = explain(logs or ["-"])
+    except LogReadError as exc:
+        raise UsageError(str(exc)) from None
+    for problem in result.errors:
+        sys.stderr.write(f"doctor: {problem} (kept what was read before it)\n")
+    if as_json:
+        sys.stdout.write(render_explain_json(result))
+    else:
+        render_explain_text(result, out)

@@ -3,15 +3,14 @@ one line per reason checks were skipped for, the cross-node tables, and the summ
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Literal
 
 from rich.console import Console
 from rich.text import Text
 
-from doctor.allreduce.render import render_allreduce
 from doctor.model import CheckOutcome, Finding, Severity, Status
-from doctor.nodeset import compact
+from doctor.nodeset import compact, group_nodes
+from doctor.render.allreduce import render_allreduce
 from doctor.render.checklist import CheckRow, SkipGroup, fold_checks
 from doctor.render.matrix import render_matrix
 from doctor.report import Report
@@ -143,10 +142,10 @@ def _stage_sections(report: Report, console: Console) -> None:
     if "reachability" in sections:
         title = "TCP reachability, any interface (rows: from, columns: to)"
         render_matrix(title, sections["reachability"], console)
-        proven: dict[str, list[str]] = defaultdict(list)
-        for node, ifaces in sections["reachability"]["proven"].items():
-            proven[", ".join(ifaces) or "nothing"].append(node)
-        for ifaces, nodes in sorted(proven.items()):
+        proven = {
+            n: ", ".join(i) or "nothing" for n, i in sections["reachability"]["proven"].items()
+        }
+        for ifaces, nodes in sorted(group_nodes(proven).items()):
             # What the interface recommendation may use: the rest is for the reach.* findings.
             console.print(f"  every peer reached {ifaces} on {compact(nodes)}", markup=False)
     allreduce = sections.get("allreduce")

@@ -1,76 +1,154 @@
-"""The SSH mesh stage: from every node, ``ssh -o BatchMode=yes`` to every other node."""
+"""The SSH mesh stage: from every node, ``ssh -o BatchMode=yes`` to its peers, as mpirun does.
+
+All pairs up to ALL_PAIRS_UP_TO nodes, a fixed fan-in sample beyond (doctor/stages/pairs.py). An
+SSH login costs both ends a key exchange: all pairs at 16 nodes is 15 logins out of and 15 into
+every node, about a second of each node's CPU; sampled, each node makes and takes 5.
+
+The controller schedules every login of the cluster (Scheduler): at most PER_SOURCE at once from
+a node, PER_TARGET at once into one (under sshd's MaxStartups, 10), and TOTAL at once in all. On
+a real cluster the last bound rarely binds; where nodes share CPUs (containers on one host, the
+test bed) it keeps the doctor's own load from timing out the logins it is measuring.
+"""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter, deque
+from collections.abc import Callable
 from importlib.resources import files
+from typing import Any
 
-from doctor.collect import probe_argv
-from doctor.facts.cluster import NodeFailure
-from doctor.facts.mesh import MeshLink, SshMesh, parse_agent_output
+from doctor.facts.coverage import Coverage
+from doctor.facts.mesh import MeshLink, SshMesh, link_of
 from doctor.inventory import Node
+from doctor.stages.agents import Said, run_agents
+from doctor.stages.pairs import Sampling, choose
 from doctor.transport import Transport
+from doctor.transport.launchers import launcher_for
 
-# Per source, at most this many ssh clients at once: with the rotated order every sshd then sees
-# about this many unauthenticated connections, under OpenSSH's MaxStartups default (10).
-PARALLEL = 8
+ALL_PAIRS_UP_TO = 16
+PER_SOURCE = 8
+PER_TARGET = 8
+TOTAL = 32
+CONNECT_TIMEOUT = 5
 # Seconds an ssh may run past its ConnectTimeout (authentication on a loaded node) before the
 # agent kills it and reports a timeout.
 GRACE = 10.0
 
 
-def mesh_spec(source: Node, nodes: list[Node], connect_timeout: int) -> dict[str, object]:
-    """What ``source`` should try: every other node, starting with the one after it (rotation)."""
+def mesh_spec(source: Node, nodes: list[Node], coverage: Coverage) -> dict[str, Any]:
+    """What ``source`` may try: its peers, starting with the one after it (rotation)."""
     i = nodes.index(source)
-    peers = [n for n in nodes[i + 1 :] + nodes[:i] if n.name != source.name]
+    peers = [n for n in nodes[i + 1 :] + nodes[:i] if coverage.tests(source.name, n.name)]
     targets = [
         # The name the launcher would use; a non-default port or user as the inventory gives it.
         {"name": n.name, "host": n.name, "port": n.port if n.port != 22 else None, "user": n.user}
         for n in peers
     ]
-    return {
-        "targets": targets,
-        "connect_timeout": connect_timeout,
-        "grace": GRACE,
-        "parallel": PARALLEL,
-    }
+    return {"targets": targets, "connect_timeout": CONNECT_TIMEOUT, "grace": GRACE}
 
 
-def stage_deadline(peers: int, connect_timeout: int) -> float:
-    rounds = -(-peers // PARALLEL)
-    return rounds * (connect_timeout + GRACE) + GRACE
+def stage_deadline(pairs: int) -> float:
+    """Room for every login to take its ConnectTimeout, TOTAL at a time, and the last its grace."""
+    rounds = -(-pairs // TOTAL)
+    return rounds * CONNECT_TIMEOUT + CONNECT_TIMEOUT + 2 * GRACE
+
+
+class Scheduler:
+    """Hands out the logins (``try <i>``) within the per-source, per-target and total bounds,
+    and ``end`` to each agent with nothing left to try."""
+
+    def __init__(self, targets: dict[str, list[str]]) -> None:
+        self.queues = {s: deque(enumerate(ts)) for s, ts in targets.items()}
+        self.targets = targets
+        self.from_source: Counter[str] = Counter()
+        self.into_target: Counter[str] = Counter()
+        self.ready: list[str] = []
+        self.ended: set[str] = set()
+
+    def begin(self, ready: list[str]) -> Said:
+        self.ready = ready
+        return self._fill()
+
+    def heard(self, node: str, event: dict[str, Any]) -> Said:
+        index = event.get("index")
+        if event.get("ev") == "link" and isinstance(index, int):
+            self.from_source[node] -= 1
+            self.into_target[self.targets[node][index]] -= 1
+        return self._fill()
+
+    def _fill(self) -> Said:
+        said: dict[str, list[str]] = {}
+        busy = sum(self.from_source.values())
+        progress = True
+        while progress and busy < TOTAL:
+            progress = False
+            for source in self.ready:  # one login per source per pass: fair to every node
+                queue = self.queues[source]
+                if busy >= TOTAL or self.from_source[source] >= PER_SOURCE:
+                    continue
+                pick = next((p for p in queue if self.into_target[p[1]] < PER_TARGET), None)
+                if pick is None:
+                    continue
+                queue.remove(pick)
+                self.from_source[source] += 1
+                self.into_target[pick[1]] += 1
+                said.setdefault(source, []).append(f"try {pick[0]}")
+                busy += 1
+                progress = True
+        for source in self.ready:
+            idle = not self.queues[source] and not self.from_source[source]
+            if idle and source not in self.ended:
+                self.ended.add(source)
+                said.setdefault(source, []).append("end")
+        return said
+
+
+def agent_source() -> bytes:
+    return files("doctor.stages").joinpath("mesh_agent.py").read_bytes()
 
 
 def run_mesh(
     nodes: list[Node],
-    sources: list[Node],
     transport: Transport,
     *,
-    connect_timeout: int = 5,
+    mode: Sampling = Sampling.auto,
+    seed: int = 0,
     python: str | None = None,
-    workers: int = 32,
+    on_pairs: Callable[[int, int], None] | None = None,
 ) -> SshMesh:
-    """Run the agent on every reachable ``source``; each tries every other node in ``nodes``."""
-    agent = files("doctor.stages").joinpath("mesh_agent.py").read_bytes()
-    deadline = stage_deadline(len(nodes) - 1, connect_timeout)
+    """Run the agent on every node; each tries its peers among ``nodes``, as scheduled.
 
-    def one(source: Node) -> list[MeshLink] | str:
-        argv = probe_argv(python, mesh_spec(source, nodes, connect_timeout))
-        result = transport.execute(source, argv, agent, deadline)
-        if isinstance(result, NodeFailure):
-            return result.summary
-        if result.rc != 0:
-            tail = result.stderr.decode("utf-8", "replace").strip().splitlines()
-            return f"mesh agent failed: {tail[-1] if tail else f'exit status {result.rc}'}"
-        return parse_agent_output(source.name, result.stdout.decode("utf-8", "replace"))
+    A stage that overruns its deadline keeps every link tested before it; the untested ones are
+    left out of the matrix (not failures of the nodes it could not get to), and the sources that
+    did not finish say why in ``not_run``. ``on_pairs(tested, total)`` hears of each link.
+    """
+    coverage = choose([n.name for n in nodes], mode, ALL_PAIRS_UP_TO, seed)
+    specs = {n.name: mesh_spec(n, nodes, coverage) for n in nodes}
+    scheduler = Scheduler({s: [t["name"] for t in spec["targets"]] for s, spec in specs.items()})
+    tested = 0
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(sources)))) as pool:
-        outcomes = list(pool.map(one, sources))
+    def heard(source: str, event: dict[str, Any]) -> None:
+        nonlocal tested
+        if event.get("ev") == "link" and on_pairs is not None:
+            tested += 1
+            on_pairs(tested, coverage.pairs)
+
+    agents = run_agents(
+        launcher_for(transport),
+        nodes,
+        agent_source(),
+        "mesh-agent",
+        lambda node: specs[node.name],
+        scheduler,
+        python=python,
+        deadline=stage_deadline(coverage.pairs),
+        on_event=heard,
+    )
     links: list[MeshLink] = []
     not_run: dict[str, str] = {}
-    for source, outcome in zip(sources, outcomes, strict=True):
-        if isinstance(outcome, str):
-            not_run[source.name] = outcome
-        else:
-            links.extend(outcome)
-    return SshMesh(tuple(n.name for n in nodes), tuple(links), not_run)
+    for source, agent in agents.items():
+        reported = [link_of(source, e) for e in agent.events if e.get("ev") == "link"]
+        links += [link for link in reported if link is not None]
+        if not agent.finished:
+            not_run[source] = agent.error or "the mesh agent ended before trying every peer"
+    return SshMesh(tuple(n.name for n in nodes), tuple(links), not_run, coverage)

@@ -1,9 +1,13 @@
-"""Runs on one node: ``ssh -o BatchMode=yes`` to each peer, as mpirun and pdsh would; prints JSON.
+"""Runs on one node: ``ssh -o BatchMode=yes`` to peers, as mpirun and pdsh would.
 
-Shipped like the probe (source piped into ``python3``), so it is stdlib-only and valid on
-Python 3.8. It captures each attempt's exit status and stderr; the controller classifies them.
-Peers are tried in the order given (the controller rotates it per node so that every sshd sees
-only a few unauthenticated connections at once, under OpenSSH's MaxStartups default of 10).
+Shipped like the probe (source on stdin), so it is stdlib-only and valid on Python 3.8. The rest
+of stdin is the controller's voice: after ``{"ev": "ready"}`` the agent waits for ``try <i>``
+(attempt target i now) and ``end`` (no more: finish and say done). The controller schedules
+every attempt of the cluster, so no node makes, and no sshd takes, more than a few logins at
+once (OpenSSH's MaxStartups default drops unauthenticated connections past 10). Each attempt's
+exit status and stderr are printed as one JSON line the moment it ends (``{"ev": "link", ...}``),
+so whatever was tested before a deadline is kept; the controller classifies them. End of input
+before ``end`` means the controller went away: the agent kills what it started, and itself.
 """
 
 import contextlib
@@ -26,12 +30,9 @@ def attempt(target, spec):
     started = time.monotonic()
     entry = {"target": target["name"], "argv": argv}
     try:
+        # In our process group: when the controller kills the group or goes away, they go too.
         proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
     except OSError as exc:
         entry["error"] = {"kind": "absent", "detail": "%s: %s" % (argv[0], exc.strerror)}
@@ -41,36 +42,53 @@ def attempt(target, spec):
         entry["rc"] = proc.returncode
         entry["stderr"] = err[:4096].decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
         proc.communicate()
         entry["error"] = {"kind": "timeout", "detail": "ssh still running after the deadline"}
     entry["seconds"] = round(time.monotonic() - started, 4)
     return entry
 
 
+def emit(lock, **fields):
+    with lock:
+        sys.stdout.write(json.dumps(fields) + "\n")
+        sys.stdout.flush()
+
+
 def main(argv):
-    spec = json.loads(argv[1])
-    targets = list(spec["targets"])
-    results = [None] * len(targets)
+    spec = json.loads(argv[-1])
+    with contextlib.suppress(OSError):
+        os.setsid()  # our own group: what we start goes with us
+    targets = spec["targets"]
     lock = threading.Lock()
-    queue = list(enumerate(targets))
 
-    def worker():
-        while True:
-            with lock:
-                if not queue:
-                    return
-                index, target = queue.pop(0)
-            results[index] = attempt(target, spec)
+    def run(index):
+        entry = attempt(targets[index], spec)
+        emit(lock, ev="link", index=index, **entry)
 
-    threads = [threading.Thread(target=worker) for _ in range(max(1, spec["parallel"]))]
-    for thread in threads:
-        thread.start()
+    threads = []
+    emit(lock, ev="ready")
+    while True:
+        try:
+            line = sys.stdin.buffer.readline()
+        except (OSError, ValueError):
+            line = b""
+        words = line.decode("ascii", "replace").split()
+        if not line:  # the controller went away
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+            os._exit(0)
+        if words[:1] == ["end"]:
+            break
+        if len(words) == 2 and words[0] == "try" and words[1].isdigit():
+            index = int(words[1])
+            if index < len(targets):
+                thread = threading.Thread(target=run, args=(index,))
+                thread.start()
+                threads.append(thread)
     for thread in threads:
         thread.join()
-    json.dump({"mesh_agent": 1, "results": results}, sys.stdout)
-    sys.stdout.flush()
+    emit(lock, ev="done")
 
 
 if __name__ == "__main__":

@@ -1,30 +1,46 @@
-"""The reachability stage: short TCP connects between nodes on every candidate interface."""
+"""The reachability stage: short TCP connects between nodes on every candidate interface.
+
+All pairs up to ALL_PAIRS_UP_TO nodes, a fixed fan-in sample beyond (doctor/stages/pairs.py).
+A TCP connect costs a node almost nothing, so the threshold is set by what a 2-core test bed
+running every node shares: 32 nodes is 992 ordered pairs, done in a few seconds there.
+"""
 
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
 from doctor.collect import probe_argv
-from doctor.facts.cluster import ClusterFacts, NodeFailure
-from doctor.facts.reach import Reachability, judge, parse_agent_json
+from doctor.facts.coverage import Coverage
+from doctor.facts.node import NodeFacts
+from doctor.facts.reach import Reachability, done_event, judge
 from doctor.inventory import Node
 from doctor.model import Missing
 from doctor.nic.plan import reach_address
-from doctor.transport import Transport
+from doctor.stages.agents import Go, run_agents
+from doctor.stages.pairs import Sampling, choose
+from doctor.transport import BatchTransport, ExecResult, Transport
+from doctor.transport.launchers import launcher_for
 
-ALL_PAIRS_UP_TO = 32  # nodes; beyond, each node tries a ring neighbour pair and a few random peers
-RANDOM_PEERS = 3
+ALL_PAIRS_UP_TO = 32
 CONNECT_TIMEOUT = 2.0
+DEADLINE = 10.0  # seconds an agent listens and connects once it may go
+READY_WITHIN = 20.0  # seconds every agent gets to have its listeners up
+# One srun step starts every agent at once, with no controller in between to say go: a refused
+# connect is retried this long after the agent started (srun's start skew is well under it).
+RETRY_REFUSED = 10.0
+BARRIER = "ready barrier: every listener was up before any node connected"
+RETRIED = f"one srun step: refused connects retried for {RETRY_REFUSED:g}s after the start"
 
 
-def candidates(cluster: ClusterFacts) -> dict[str, dict[str, str]]:
+def candidates(probed: Mapping[str, NodeFacts]) -> dict[str, dict[str, str]]:
     """Per node, each routable interface (the NIC facts' own rule) and the address it is tested
     on (its first IPv4, else its first global IPv6)."""
     out: dict[str, dict[str, str]] = {}
-    for name, facts in cluster.nodes.items():
+    for name, facts in probed.items():
         if isinstance(facts.net, Missing):
             continue
         out[name] = {
@@ -35,31 +51,18 @@ def candidates(cluster: ClusterFacts) -> dict[str, dict[str, str]]:
     return out
 
 
-def peers_of(nodes: list[str], seed: int = 0) -> dict[str, list[str]]:
-    """All pairs for small clusters; a ring both ways plus random peers for large ones."""
-    if len(nodes) <= ALL_PAIRS_UP_TO:
-        return {n: [p for p in nodes if p != n] for n in nodes}
-    rng = random.Random(seed)
-    out = {}
-    for i, n in enumerate(nodes):
-        chosen = {nodes[(i + 1) % len(nodes)], nodes[i - 1]}
-        others = [p for p in nodes if p != n and p not in chosen]
-        chosen.update(rng.sample(others, min(RANDOM_PEERS, len(others))))
-        out[n] = [p for p in nodes if p in chosen]
-    return out
-
-
 def reach_specs(
-    ifaces: dict[str, dict[str, str]], port: int, deadline: float
+    ifaces: dict[str, dict[str, str]], coverage: Coverage, port: int
 ) -> dict[str, dict[str, Any]]:
-    names = list(ifaces)
-    peers = peers_of(names)
+    """Per node: what to listen on, which peers' interfaces to connect to, what to expect."""
     specs = {}
-    for name in names:
+    for name in ifaces:
         targets = [
-            {"node": p, "iface": i, "address": a} for p in peers[name] for i, a in ifaces[p].items()
+            {"node": p, "iface": i, "address": a}
+            for p in coverage.peers[name]
+            for i, a in ifaces[p].items()
         ]
-        expect = sum(len(ifaces[name]) for p in names if name in peers[p])
+        expect = sum(len(ifaces[name]) for p in ifaces if coverage.tests(p, name))
         specs[name] = {
             "source": name,
             "port": port,
@@ -67,44 +70,114 @@ def reach_specs(
             "targets": targets,
             "expect": expect,
             "connect_timeout": CONNECT_TIMEOUT,
-            "deadline": deadline,
+            "deadline": DEADLINE,
         }
     return specs
 
 
+def agent_source() -> bytes:
+    return files("doctor.stages").joinpath("reach_agent.py").read_bytes()
+
+
 def run_reach(
-    cluster: ClusterFacts,
+    probed: Mapping[str, NodeFacts],
     nodes: list[Node],
-    transport: Transport,
+    transport: Transport | BatchTransport,
     *,
-    port: int | None = None,
+    mode: Sampling = Sampling.auto,
+    seed: int = 0,
     python: str | None = None,
-    deadline: float = 10.0,
-    workers: int = 32,
+    port: int | None = None,
+    on_pairs: Callable[[int, int], None] | None = None,
 ) -> Reachability | Missing:
-    """Run the agent on every probed node with candidates; judge what each listener saw."""
-    ifaces = {n: i for n, i in candidates(cluster).items() if i}
+    """Run the agent on every probed node with candidates; judge what each listener saw.
+
+    ``on_pairs(tested, total)`` hears of the pairs tested as each node's agent finishes.
+    """
+    found = candidates(probed)
+    ifaces = {n.name: found[n.name] for n in nodes if found.get(n.name)}
     if len(ifaces) < 2:
         return Missing("fewer than two nodes with a routable interface address")
+    coverage = choose(list(ifaces), mode, ALL_PAIRS_UP_TO, seed)
     port = port or random.Random().randrange(40000, 60000)
-    specs = reach_specs(ifaces, port, deadline)
-    agent = files("doctor.stages").joinpath("reach_agent.py").read_bytes()
-    by_name = {n.name: n for n in nodes}
+    specs = reach_specs(ifaces, coverage, port)
+    tested = [n for n in nodes if n.name in ifaces]
+    if isinstance(transport, BatchTransport):
+        outputs, not_run = _in_one_step(transport, tested, specs, python)
+        protocol = RETRIED
+    else:
+        progress = _Counter(coverage.pairs, on_pairs)
+        outputs, not_run = _behind_barrier(transport, tested, specs, python, progress)
+        protocol = BARRIER
+    links = tuple(judge(outputs, ifaces))
+    return Reachability(tuple(ifaces), ifaces, links, port, not_run, coverage, protocol)
 
-    def one(name: str) -> dict[str, Any] | str:
-        result = transport.execute(
-            by_name[name], probe_argv(python, specs[name]), agent, deadline + 5
-        )
-        if isinstance(result, NodeFailure):
-            return result.summary
-        if result.rc != 0:
-            tail = result.stderr.decode("utf-8", "replace").strip().splitlines()
-            return f"reach agent failed: {tail[-1] if tail else f'exit status {result.rc}'}"
-        return parse_agent_json(result.stdout.decode("utf-8", "replace"))
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(ifaces)))) as pool:
-        answers = dict(zip(ifaces, pool.map(one, ifaces), strict=True))
-    outputs = {n: a for n, a in answers.items() if isinstance(a, dict)}
-    not_run = {n: a for n, a in answers.items() if isinstance(a, str)}
-    names = tuple(n for n in cluster.names if n in ifaces)
-    return Reachability(names, ifaces, tuple(judge(outputs, ifaces)), port, not_run)
+def _behind_barrier(
+    transport: Transport,
+    nodes: list[Node],
+    specs: dict[str, dict[str, Any]],
+    python: str | None,
+    progress: _Counter,
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    def spec_for(node: Node) -> dict[str, Any]:
+        return {**specs[node.name], "barrier": True, "ready_within": READY_WITHIN}
+
+    def heard(node: str, event: dict[str, Any]) -> None:
+        if event.get("ev") == "done":
+            progress.add(len({t["node"] for t in specs[node]["targets"]}))
+
+    agents = run_agents(
+        launcher_for(transport),
+        nodes,
+        agent_source(),
+        "reach-agent",
+        spec_for,
+        Go(),
+        python=python,
+        deadline=READY_WITHIN + DEADLINE + 10,
+        ready_within=READY_WITHIN,
+        on_event=heard,
+    )
+    outputs, not_run = {}, {}
+    for name, agent in agents.items():
+        done = next((e for e in agent.events if e.get("ev") == "done"), None)
+        if done is not None and isinstance(done.get("connects"), list):
+            outputs[name] = done
+        else:
+            not_run[name] = agent.error or "the reachability agent ended without its results"
+    return outputs, not_run
+
+
+@dataclass
+class _Counter:
+    total: int
+    tell: Callable[[int, int], None] | None
+    tested: int = 0
+
+    def add(self, pairs: int) -> None:
+        self.tested += pairs
+        if self.tell is not None:
+            self.tell(self.tested, self.total)
+
+
+def _in_one_step(
+    transport: BatchTransport,
+    nodes: list[Node],
+    specs: dict[str, dict[str, Any]],
+    python: str | None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    step = {name: {**spec, "retry_refused": RETRY_REFUSED} for name, spec in specs.items()}
+    argv = probe_argv(python, {"nodes": step})
+    answers = transport.execute_all(nodes, argv, agent_source(), RETRY_REFUSED + DEADLINE + 10)
+    outputs, not_run = {}, {}
+    for name, answer in answers.items():
+        if not isinstance(answer, ExecResult):
+            not_run[name] = answer.summary
+        elif (done := done_event(answer.stdout.decode("utf-8", "replace"))) is not None:
+            outputs[name] = done
+        else:
+            tail = answer.stderr.decode("utf-8", "replace").strip().splitlines()
+            why = tail[-1] if tail else f"exit status {answer.rc}"
+            not_run[name] = f"reach agent failed: {why}"
+    return outputs, not_run

@@ -5,48 +5,75 @@ the address the sender used (NAT and docker paths change it) and it reached the 
 (an address that exists on several nodes, like docker0's, is answered by the sender itself).
 Every connection carries ``<source> <target> <address>`` so the listener can tell.
 
+No connect is judged before its target listens. Streamed by the controller (SSH, local), the
+agent says ``{"ev": "ready"}`` once its listeners are up and connects only when the controller
+writes ``go``, which it does once every agent is ready; its stdin is its lifeline, so it ends
+when the controller goes away. In one srun step (every node's agent started at once, no
+controller in between) a refused connect is tried again until ``retry_refused`` seconds have
+passed since the agent started: long enough for every peer's listener to come up, and a
+refusal that lasts longer is real.
+
 Shipped like the probe (source piped into ``python3``): stdlib only, valid on Python 3.8.
 Spec (JSON argument): port, listen (addresses), targets [{node, iface, address}], source,
-expect (connections this node should receive), connect_timeout, deadline.
+expect (connections this node should receive), connect_timeout, deadline, barrier and
+ready_within, or retry_refused; or {"nodes": {name: spec}} for one srun step, where each
+agent finds its own.
 """
 
 import errno
 import json
+import os
 import select
 import socket
 import sys
 import threading
 import time
 
-RETRY_REFUSED = 3.0  # seconds: a peer's listener may start a moment after our first try
+STARTED = time.monotonic()
 # After our own connects are done, stop listening once nothing has arrived for this long: a
 # connection meant for us may never come (it went to an address the sender also holds).
 QUIET = 2.0
+STATUS = {
+    "ECONNREFUSED": "refused",
+    "EHOSTUNREACH": "unreachable",
+    "ENETUNREACH": "unreachable",
+    "ETIMEDOUT": "timeout",
+    "EINVAL": "unreachable",  # a blackhole route on this side
+}
+
+
+def emit(ev, **fields):
+    fields["ev"] = ev
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
 
 
 def _family(address):
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 
 
-def listen(spec, out, stop):
+def bind_all(spec, out):
     socks = []
     for address in spec["listen"]:
         try:
             sock = socket.socket(_family(address), socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((address, spec["port"]))
-            sock.listen(64)
+            sock.listen(128)
             sock.setblocking(False)
             socks.append(sock)
             out["listen"][address] = "ok"
         except OSError as exc:
             name = errno.errorcode.get(exc.errno or 0, "?")
             out["listen"][address] = "%s: %s" % (name, exc.strerror)
-    ready.set()
+    return socks
+
+
+def listen(spec, socks, out, connects_done, done_at):
     end = time.monotonic() + spec["deadline"]
     received = 0
     last = time.monotonic()
-    while socks and time.monotonic() < end and not stop.is_set():
+    while socks and time.monotonic() < end:
         if connects_done.is_set() and (
             received >= spec["expect"] or time.monotonic() - max(last, done_at[0]) > QUIET
         ):
@@ -78,6 +105,7 @@ def connect(spec, target):
     address = target["address"]
     started = time.monotonic()
     entry = {"node": target["node"], "iface": target["iface"], "address": address}
+    retry_until = STARTED + spec.get("retry_refused", 0)
     while True:
         sock = socket.socket(_family(address), socket.SOCK_STREAM)
         sock.settimeout(spec["connect_timeout"])
@@ -93,34 +121,52 @@ def connect(spec, target):
             entry["status"] = "timeout"
         except OSError as exc:
             name = errno.errorcode.get(exc.errno or 0, "?")
-            entry["status"] = {
-                "ECONNREFUSED": "refused",
-                "EHOSTUNREACH": "unreachable",
-                "ENETUNREACH": "unreachable",
-                "ETIMEDOUT": "timeout",
-                "EINVAL": "unreachable",  # a blackhole route on this side
-            }.get(name, "failed")
+            entry["status"] = STATUS.get(name, "failed")
             entry["error"] = "%s: %s" % (name, exc.strerror)
         sock.close()
-        if entry["status"] != "refused" or time.monotonic() - started > RETRY_REFUSED:
+        if entry["status"] != "refused" or time.monotonic() > retry_until:
             break
-        time.sleep(0.05)
+        time.sleep(0.1)
     entry["seconds"] = round(time.monotonic() - started, 4)
     return entry
 
 
-ready = threading.Event()
-connects_done = threading.Event()
-done_at = [0.0]
+def lifeline(go):
+    """The controller's word: a line to go, then end of input when it leaves (then we leave)."""
+    try:
+        if sys.stdin.buffer.readline():
+            go.set()
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    os._exit(0)
+
+
+def own_spec(spec):
+    if "nodes" not in spec:
+        return spec
+    name = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    return spec["nodes"].get(name) or spec["nodes"].get(name.split(".")[0])
 
 
 def main(argv):
-    spec = json.loads(argv[1])
-    out = {"reach_agent": 1, "listen": {}, "accepted": [], "connects": []}
-    stop = threading.Event()
-    listener = threading.Thread(target=listen, args=(spec, out, stop))
+    spec = own_spec(json.loads(argv[-1]))
+    if spec is None:
+        emit("done", error="no spec for this node", listen={}, accepted=[], connects=[])
+        return
+    out = {"listen": {}, "accepted": [], "connects": []}  # type: dict
+    socks = bind_all(spec, out)
+    go = threading.Event()
+    if spec.get("barrier"):
+        threading.Thread(target=lifeline, args=(go,), daemon=True).start()
+        emit("ready", listen=out["listen"])
+        if not go.wait(spec["ready_within"] + spec["deadline"]):
+            return
+    connects_done = threading.Event()
+    done_at = [0.0]
+    listener = threading.Thread(target=listen, args=(spec, socks, out, connects_done, done_at))
     listener.start()
-    ready.wait(5)
     results = [None] * len(spec["targets"])
 
     def one(i, target):
@@ -135,9 +181,7 @@ def main(argv):
     done_at[0] = time.monotonic()
     connects_done.set()
     listener.join(spec["deadline"] + 1)
-    stop.set()
-    json.dump(out, sys.stdout)
-    sys.stdout.flush()
+    emit("done", **out)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.model import NodeFailure
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import subprocess
 import time
 from collections.abc import Mapping
 
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.model import NodeFailure
 from doctor.transport import ExecResult
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 
 from doctor.errors import UsageError
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.model import NodeFailure
 from doctor.transport import ExecResult
 from doctor.transport.local import spawn
 from doctor.transport.srun_task import TAG

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import paramiko
 
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.model import NodeFailure
 from doctor.transport import ExecResult, SshOptions
 from doctor.transport.known_hosts import KnownHosts
 

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from doctor.cli import main
+from doctor.main import main
 
 
 def free_port() -> int:

@@ -6,12 +6,20 @@ nccl-context-gpu.log (written from NCCL 2.32.3 format strings, see its header), 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from doctor.allreduce.evidence import Prediction, nccl_findings, scan
-from doctor.allreduce.plan import Plan, Rank
-from doctor.allreduce.result import RankState, RunResult
+from checks.allreduce import Prediction, nccl_choices
+from doctor.allreduce.stage import read_logs as scan
+from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
 from doctor.inventory import Node
+from doctor.model import Finding
+
+
+def nccl_findings(run: RunResult, seen: object, predicted: dict[str, Prediction]) -> list[Finding]:
+    """The allreduce check's NCCL part, on a run whose logs were read."""
+    return list(nccl_choices(replace(run, logs=scan(run)), predicted))
+
 
 FIXTURE = Path(__file__).parent.parent / "fixtures/logs/format/nccl-context-gpu.log"
 

@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from doctor.allreduce.launch import LocalLauncher, Process
-from doctor.allreduce.stage import Request, run_stage
+from doctor.allreduce.stage import Job as Request
 from doctor.inventory import Node
+from doctor.transport.launch import LocalLauncher, Process
+from tests.allreduce.stagekit import run_stage
 
 torch = pytest.importorskip("torch")
 pytestmark = [

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from doctor.allreduce.launch import LocalLauncher, Process
-from doctor.allreduce.plan import Deadlines, Plan, Rank
 from doctor.allreduce.run import run_plan
-from doctor.allreduce.stage import Request, findings_of, run_stage
+from doctor.allreduce.stage import Job as Request
+from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank
 from doctor.inventory import Node
+from doctor.transport.launch import LocalLauncher, Process
+from tests.allreduce.stagekit import judge, run_stage
 
 SIZES = (1024, 4096, 65536)
 
@@ -159,7 +160,8 @@ def test_a_node_without_torch_never_starts() -> None:
     plan = local_plan(2, deadlines=Deadlines(rendezvous=5, settle=0.5))
     run = run_plan(plan, NoSitePackages())
     assert run.status == "failed"
-    (finding,) = findings_of([run], Request(nodes=(), python=plan.python))
+    facts = AllreduceFacts("gloo", 2, "node1", plan.port, plan.python, "", runs=(run,))
+    (finding,) = judge(facts)
     assert finding.fix is not None and "--python" in finding.fix.commands[0]
     assert run.sentence(run.ranks[1]).startswith(
         "rank 1 (node2) never started: torch is not importable: ModuleNotFoundError"

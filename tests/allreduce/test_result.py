@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.allreduce.plan import Plan, Rank
-from doctor.allreduce.result import RankState, RunResult
+from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
 from doctor.inventory import Node
 
 

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import ast
-import json
 import queue
-import subprocess
 import sys
 import time
 
-from doctor.allreduce.launch import (
-    Event,
-    LocalLauncher,
-    LocalProcess,
-    start,
-    worker_argv,
-    worker_source,
-)
-from doctor.allreduce.plan import Plan, Rank
+from doctor.allreduce.run import worker_argv, worker_source, worker_spec
+from doctor.facts.allreduce import Plan, Rank
 from doctor.inventory import Node
+from doctor.transport.launch import Event, LocalLauncher, LocalProcess, start
 
 
 def test_worker_is_python_3_8_and_imports_only_stdlib_and_torch() -> None:
@@ -36,13 +28,14 @@ def test_worker_is_python_3_8_and_imports_only_stdlib_and_torch() -> None:
 def test_closing_the_lifeline_kills_a_worker_stuck_in_rendezvous() -> None:
     # A lone rank 1 waits for a rendezvous server that never comes, as on a dead first node.
     plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
-    spec = plan.worker_spec(plan.ranks[1])
+    spec = worker_spec(plan, plan.ranks[1])
     source = worker_source()
     events: queue.Queue[Event] = queue.Queue()
     argv = worker_argv(sys.executable, source, spec)
     worker = start(1, LocalLauncher(), Node("b"), argv, source, events)
     assert not isinstance(worker, str) and isinstance(worker.process, LocalProcess)
     proc = worker.process.proc
+    worker.process.send(b'{"master_addr": "127.0.0.1"}\n')  # the word to go
     try:
         seen = []
         while "rendezvous" not in seen:
@@ -57,9 +50,20 @@ def test_closing_the_lifeline_kills_a_worker_stuck_in_rendezvous() -> None:
         worker.process.kill()
 
 
-def test_address_mode_reports_the_interface_address_and_port() -> None:
+def test_rank_zero_reports_the_interface_address_and_port_before_importing_torch() -> None:
+    plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
+    spec = {**worker_spec(plan, plan.ranks[0]), "report_address": {"iface": "lo", "port": 0}}
     source = worker_source()
-    argv = worker_argv(sys.executable, source, {"mode": "address", "iface": "lo", "port": 0})
-    done = subprocess.run(argv, input=source, capture_output=True, timeout=30, check=True)
-    line = json.loads(done.stdout)
+    events: queue.Queue[Event] = queue.Queue()
+    worker = start(
+        0, LocalLauncher(), Node("a"), worker_argv(sys.executable, source, spec), source, events
+    )
+    assert not isinstance(worker, str)
+    try:
+        seen = [events.get(timeout=30).data for _ in range(2)]
+    finally:
+        worker.process.kill()
+    assert seen[0] is not None and seen[0]["phase"] == "launch"
+    line = seen[1]
+    assert line is not None
     assert (line["ev"], line["addr"], line["port_free"]) == ("address", "127.0.0.1", True)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from checks.cluster import clock_skew, doctor_version, identity_unique, names_resolve, slots_gpus
 from checks.system import node_reach
 from doctor import __version__
-from doctor.facts.cluster import ClusterFacts, NodeFailure
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.peers import PeerFacts
 from doctor.facts.system import SystemFacts
 from doctor.inventory import Node
-from doctor.model import Missing
+from doctor.model import Missing, NodeFailure
 from doctor.plugin import Skip
 from doctor.runner import run_checks
 from tests import factkit as fk
@@ -85,8 +86,7 @@ def test_names_clean_loopback_unresolvable_inconsistent():
 
 
 def test_names_master_addr_unresolvable_is_named_as_such():
-    facts = cluster(node("n1"), node("n2"))
-    facts.master_addr = "head"
+    facts = dataclasses.replace(cluster(node("n1"), node("n2")), master_addr="head")
     facts.nodes["n2"].peers.resolved["head"] = Missing("head: not known")  # type: ignore[union-attr]
     [f] = list(names_resolve.fn(facts))
     assert f.summary == "n2 cannot resolve MASTER_ADDR head"

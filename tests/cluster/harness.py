@@ -10,6 +10,7 @@ Usage (root)::
         c.blackhole("node3")                       # every TCP connect to node3 times out
 
 Other builders (testbed.md's scenarios): ``blackhole_between(a, b)`` (only a -> b times out),
+``exec_prefix()`` (reach nodes as ``kubectl exec`` does, no sshd),
 ``forget_host_key(a, b)``, ``replace_host_key(n)``, ``deauthorize_controller(n)``,
 ``hostname_loopback(n)`` (own name -> 127.0.1.1), ``unresolvable_on(n, name)``,
 ``rename_interface(n, "ens5")``, ``add_docker0()`` (172.17.0.1/16 everywhere),
@@ -304,6 +305,25 @@ class Cluster:
             node.sshd.wait(10)
             node.sshd = None
 
+    def exec_prefix(self, stall: str | None = None) -> str:
+        """A ``--exec`` prefix that enters a node as ``kubectl exec`` enters a pod: its network,
+        its own hostname and /etc/hosts, stdin joined through; no sshd involved. With ``stall``,
+        entering that node hangs (a pod stuck in ContainerCreating)."""
+        cases = "".join(f"  {n.name}) ns={n.ns.name} ;;\n" for n in self.nodes)
+        hang = f'[ "$node" = {shlex.quote(stall)} ] && exec sleep 600\n' if stall else ""
+        script = self.workdir / ("enter-stalling" if stall else "enter")
+        script.write_text(
+            "#!/bin/sh\n"
+            '# enter NODE CMD...: run CMD inside NODE (test harness, "kubectl exec" stand-in)\n'
+            'node="$1"; shift\n'
+            f'case "$node" in\n{cases}  *) echo "no such node: $node" >&2; exit 1 ;;\nesac\n'
+            f"{hang}"
+            'exec ip netns exec "$ns" unshare --uts sh -c \'hostname "$0"; exec "$@"\' '
+            '"$node" "$@"\n'
+        )
+        script.chmod(0o755)
+        return f"{script} {{node}}"
+
     def blackhole(self, name: str) -> None:
         """The node drops every reply (blackhole routes to the whole subnet): connects time out.
 
@@ -371,11 +391,12 @@ class Cluster:
         return prefix
 
     def shape(self, name: str, rate: str = "10mbit") -> None:
-        """A slow link: token bucket on both ends of the node's veth (egress and ingress)."""
+        """A slow link: token bucket on both ends of the node's veth (egress and ingress); a
+        node shaped before gets the new rate."""
         node = self.node(name)
         tbf = ["root", "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms"]
-        node.run(["tc", "qdisc", "add", "dev", "eth0", *tbf], check=True)
-        sh("tc", "qdisc", "add", "dev", node.host_veth, *tbf)
+        node.run(["tc", "qdisc", "replace", "dev", "eth0", *tbf], check=True)
+        sh("tc", "qdisc", "replace", "dev", node.host_veth, *tbf)
 
     def set_mtu(self, name: str, mtu: int) -> None:
         self.node(name).ns.ip("link", "set", "eth0", "mtu", str(mtu))

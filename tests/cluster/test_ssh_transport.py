@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from doctor.collect import gather, probe_spec
-from doctor.facts.cluster import NodeFailure
+from doctor.collect import gather
 from doctor.inventory import Node, build_inventory
+from doctor.model import NodeFailure
 from doctor.transport import ExecResult, SshOptions
 from doctor.transport.ssh import SshTransport
 
 pytestmark = pytest.mark.cluster
 
-SPEC = probe_spec([], deadline=10)
+SPEC = {"deadline": 10.0}
 
 
 def nodes_of(c, names=None) -> list[Node]:

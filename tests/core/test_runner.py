@@ -7,7 +7,8 @@ from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Missing, Severity, Status
 from doctor.plugin import cluster_check, need, node_check
-from doctor.runner import merge_findings, run_checks
+from doctor.report import merge_findings
+from doctor.runner import run_checks
 from tests.factkit import cluster, real
 
 CAPTURE = "cpu-torch-wheel"  # a real capture of a CPU machine

@@ -7,7 +7,7 @@ from typing import Any
 
 from doctor.capture import Capture
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.nic.plan import NicPlan, plan_node
+from doctor.nic.plan import NicPlan, with_plan
 from tests.cluster.netns import Netns
 from tests.conftest import run_probe
 
@@ -35,11 +35,12 @@ def probe_in(ns: Netns, **variables: str) -> dict[str, Any]:
 
 
 def facts_in(ns: Netns, name: str = "node1", **variables: str) -> NodeFacts:
-    return parse_node(name, Capture(probe_in(ns, **variables)))
+    """The node's facts as the pipeline derives them (its NIC plan; reachability not tested)."""
+    return with_plan(parse_node(name, Capture(probe_in(ns, **variables))))
 
 
 def plan_in(ns: Netns, **variables: str) -> NicPlan:
-    plan = plan_node(facts_in(ns, **variables))
+    plan = facts_in(ns, **variables).nic
     assert isinstance(plan, NicPlan), plan
     return plan
 

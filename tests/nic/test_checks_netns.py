@@ -12,8 +12,7 @@ from checks.nics import gloo_iface, mpi_iface, nccl_iface, nic_cluster, two_in_s
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Missing, Severity
-from doctor.nic.plan import plan_node
-from doctor.nic.render import cluster_recommendation, plans
+from doctor.nic.plan import cluster_recommendation, plan_node, with_plan
 from tests.cluster.netns import Netns, netns
 from tests.nic.scenarios import facts_in, library_choice, no_dad, plan_in, predicted
 from tests.nic.test_netns_scenarios import attach_port, br_bridge, veth_link_local, virbr0_only
@@ -111,7 +110,7 @@ def test_hostname_on_127_0_1_1_makes_gloo_loopback() -> None:
 
 
 def plan_in_facts(facts: NodeFacts):
-    return plans(ClusterFacts(nodes={facts.node: facts}))[facts.node]
+    return facts.nic
 
 
 def test_config_files_apply_below_the_environment(tmp_path: Path) -> None:
@@ -174,7 +173,13 @@ def test_names_differ_between_nodes() -> None:
         lambda ns: ns.add_nic("ens5", "198.18.1.2/24"),
     )
     assert cluster_codes(cluster) == {"nic.names_differ"}
-    assert cluster_recommendation(plans(cluster)) == {"NCCL_SOCKET_IFNAME": "=ens5,eth0"}
+    plans = {name: facts.nic for name, facts in cluster.nodes.items()}
+    # One mpirun serves both nodes: Open MPI gets the subnet, which every node has.
+    assert cluster_recommendation(plans) == {
+        "NCCL_SOCKET_IFNAME": "=ens5,eth0",
+        "OMPI_MCA_btl_tcp_if_include": "198.18.1.0/24",
+        "OMPI_MCA_oob_tcp_if_include": "198.18.1.0/24",
+    }
 
 
 def no_carrier_first(ns: Netns) -> None:
@@ -190,7 +195,7 @@ def with_nccl_version(facts: NodeFacts, version: str) -> NodeFacts:
     nccl = facts.nccl
     assert not isinstance(nccl, Missing)
     libs = tuple(dataclasses.replace(lib, version=version) for lib in nccl.libraries)
-    return dataclasses.replace(facts, nccl=dataclasses.replace(nccl, libraries=libs))
+    return with_plan(dataclasses.replace(facts, nccl=dataclasses.replace(nccl, libraries=libs)))
 
 
 def test_interface_without_carrier() -> None:
@@ -212,8 +217,10 @@ def test_slow_link_where_the_speed_is_known() -> None:
     assert not isinstance(net, Missing)
     # SYNTHETIC speed: veths report a fake 10000 that the facts drop; a 1 GbE NIC says 1000.
     slow = dataclasses.replace(net.interfaces["eth0"], kind="physical", speed_mbps=1000)
-    facts = dataclasses.replace(
-        facts, net=dataclasses.replace(net, interfaces={**net.interfaces, "eth0": slow})
+    facts = with_plan(
+        dataclasses.replace(
+            facts, net=dataclasses.replace(net, interfaces={**net.interfaces, "eth0": slow})
+        )
     )
     assert node_codes(nccl_iface, facts) == {"nccl.iface.slow"}
 
@@ -227,14 +234,17 @@ def default_route_on_ens6(ns: Netns) -> None:
 def test_recommendation_keeps_to_the_interfaces_peers_reached() -> None:
     facts = built(default_route_on_ens6)
     assert plan_node(facts).recommended.name == "ens6"  # by this node's facts alone
-    reached = dataclasses.replace(facts, proven_ifaces=frozenset({"eth0"}))
-    assert plan_node(reached).recommended.name == "eth0"
+    reached = with_plan(facts, frozenset({"eth0"}))
+    assert plan_node(facts, frozenset({"eth0"})).recommended.name == "eth0"
     [unreached] = [f for f in nccl_iface.fn(reached) if f.code == "nccl.iface.unreached"]
     assert unreached.summary.startswith("NCCL would use ens6:10.99.0.1, which not every peer")
-    everything = dataclasses.replace(facts, proven_ifaces=frozenset({"eth0", "ens6"}))
+    everything = with_plan(facts, frozenset({"eth0", "ens6"}))
     assert "nccl.iface.unreached" not in node_codes(nccl_iface, everything)
     assert "nccl.iface.unreached" not in node_codes(nccl_iface, facts)  # not tested: no claim
-    gloo_on_ens6 = dataclasses.replace(reached, env={**facts.env, "GLOO_SOCKET_IFNAME": "ens6"})
+    gloo_on_ens6 = with_plan(
+        dataclasses.replace(facts, env={**facts.env, "GLOO_SOCKET_IFNAME": "ens6"}),
+        frozenset({"eth0"}),
+    )
     [gloo] = [f for f in gloo_findings(gloo_on_ens6) if f.code == "gloo.iface.unreached"]
     assert "Gloo binds ens6:10.99.0.1, which not every peer reached" in gloo.summary
     assert "gloo.iface.unreached" not in gloo_codes(reached)  # by hostname: eth0's address
@@ -245,9 +255,10 @@ def test_recommendation_keeps_to_the_interfaces_peers_reached() -> None:
     ]
     assert mpi[0].fix.commands == ("mpirun --mca btl_tcp_if_include eth0 ...",)
     assert "mpi.iface.unreached" not in node_codes(mpi_iface, facts)
-    nothing = dataclasses.replace(
-        facts, proven_ifaces=frozenset(), env={**facts.env, "NCCL_SOCKET_IFNAME": "=bogus0"}
+    nothing = with_plan(
+        dataclasses.replace(facts, env={**facts.env, "NCCL_SOCKET_IFNAME": "=bogus0"}),
+        frozenset(),
     )
-    assert plan_node(nothing).recommended is None
+    assert nothing.nic.recommended is None
     [finding] = [f for f in nccl_iface.fn(nothing) if f.code == "nccl.env.no_match"]
     assert "reached by every peer" in finding.fix.text and finding.fix.commands == ()

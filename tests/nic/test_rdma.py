@@ -11,6 +11,7 @@ from doctor.facts.limits import Rlimit
 from doctor.facts.rdma import parse_rate, parse_rdma, parse_state
 from doctor.nic.config import Setting
 from doctor.nic.nccl import ib_choice
+from doctor.nic.plan import with_plan
 from doctor.plugin import Skip
 from tests.factkit import live as node
 from tests.nic.ib_capture import ib_raw
@@ -79,10 +80,10 @@ def test_memlock_skips_without_rdma() -> None:
 def test_ib_hca_that_selects_nothing() -> None:
     facts = node("n1", rdma=parse_rdma(Capture(ib_raw())))
     assert "nccl.ib.no_match" not in {f.code for f in nccl_iface.fn(facts)}
-    wrong = dataclasses.replace(facts, env={**facts.env, "NCCL_IB_HCA": "=mlx5_9"})
+    wrong = with_plan(dataclasses.replace(facts, env={**facts.env, "NCCL_IB_HCA": "=mlx5_9"}))
     found = [f for f in nccl_iface.fn(wrong) if f.code == "nccl.ib.no_match"]
     assert len(found) == 1 and str(found[0].severity) == "warn"
-    forced = dataclasses.replace(wrong, env={**wrong.env, "NCCL_NET": "IB"})
+    forced = with_plan(dataclasses.replace(wrong, env={**wrong.env, "NCCL_NET": "IB"}))
     assert [str(f.severity) for f in nccl_iface.fn(forced) if f.code == "nccl.ib.no_match"] == [
         "fail"
     ]

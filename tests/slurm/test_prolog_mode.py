@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from doctor import prolog
-from doctor.cli import main
+from doctor import pipeline, prolog
+from doctor.main import main
 from doctor.model import Finding, Severity
 from doctor.registry import load_checks, select
 
@@ -33,7 +33,7 @@ def test_a_broken_doctor_never_drains(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: object, **kw: object) -> None:
         raise RuntimeError("probe exploded")
 
-    monkeypatch.setattr(prolog, "gather", broken)
+    monkeypatch.setattr(pipeline, "gather", broken)
     err = io.StringIO()
     assert prolog.run_prolog(load_checks(), Severity.FAIL, err) == prolog.EXIT_HEALTHY
     assert "cannot judge this node: probe exploded" in err.getvalue()

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from doctor.allreduce.srun import SrunLauncher
 from doctor.capture import Capture
-from doctor.collect import TRANSPORT_GRACE, gather, probe_spec
+from doctor.collect import TRANSPORT_GRACE, gather
 from doctor.inventory import Node
 from doctor.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
+from doctor.transport.srun_launch import SrunLauncher
 from tests.cluster.slurm import Slurm
 from tests.slurm.conftest import DOCTOR
 
@@ -68,6 +68,20 @@ def test_srun_collects_three_different_nodes_and_runs_the_allreduce(slurm: Slurm
     assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
 
 
+def test_reachability_runs_as_one_srun_step_and_the_mesh_is_not_applicable(slurm: Slurm) -> None:
+    report, err = preflight_in_allocation(slurm, "--no-allreduce")
+    reach = report["reachability"]
+    assert reach["protocol"].startswith("one srun step"), err
+    assert sorted(reach["matrix"]) == ["node1", "node2", "node3"]
+    statuses = {s for row in reach["matrix"].values() for s in row.values()}
+    assert statuses == {"ok"}, reach["links"]
+    assert reach["coverage"]["pairs_tested"] == 6
+    [mesh] = [o for o in report["outcomes"] if o["check"] == "ssh.mesh"]
+    assert mesh["status"] == "skip" and "not applicable under srun" in mesh["reason"]
+    assert "ssh_mesh" not in report
+    assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
+
+
 def test_auto_uses_srun_inside_an_allocation(slurm: Slurm) -> None:
     report, err = preflight_in_allocation(slurm, "--no-allreduce")
     assert sorted(report["nodes"]) == ["node1", "node2", "node3"], err
@@ -77,11 +91,11 @@ def test_auto_uses_srun_inside_an_allocation(slurm: Slurm) -> None:
 # (a second one would wait: the first job stays completing on the node whose slurmd is dead).
 TIMED = """
 import json, os, subprocess, sys, time
-from doctor.collect import gather, probe_spec
+from doctor.collect import gather
 from doctor.transport.srun import slurm_nodes
 nodes, transport = slurm_nodes(None, None, os.environ)
 started = time.monotonic()
-results = gather(nodes, transport, probe_spec([], deadline=5))
+results = gather(nodes, transport, {"deadline": 5.0})
 elapsed = time.monotonic() - started
 cli = [sys.executable, "-m", "doctor", "preflight", "-f", "json", "--deadline=5", "--no-allreduce"]
 report = json.loads(subprocess.run(cli, capture_output=True, text=True).stdout)
@@ -205,7 +219,7 @@ def test_each_capture_comes_from_its_own_node_address(slurm: Slurm) -> None:
     # Outside an allocation: srun makes its own (--immediate); /proc/net/fib_trie lists the local
     # addresses of the network namespace the probe ran in.
     nodes, transport = slurm_nodes("node[1-3]", None, slurm.env)
-    spec = probe_spec([], deadline=10)
+    spec = {"deadline": 10.0}
     spec["files"] = ["/proc/net/fib_trie"]
     results = gather(nodes, transport, spec)
     for node in slurm.nodes:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.cli import main
+from doctor.main import main
 from doctor.topo.smi_text import parse_topo_text
 from tests.topo.sysfs_tree import FIXTURES
 

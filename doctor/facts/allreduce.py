@@ -1,12 +1,93 @@
-"""What a run found: each rank's phase, the verification, the sweep, the links; as sentences."""
+"""What the allreduce stage ran and saw: the plan of each run, each rank's phases, verification,
+sweep and link timings, and what the ranks' own logs said. Facts only: checks/allreduce.py judges.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doctor.allreduce.plan import PHASES, Plan
+from doctor.inventory import Node
+
+if TYPE_CHECKING:
+    from doctor.explain.engine import Explanation
+
+PHASES = (
+    "launch",
+    "rendezvous",
+    "init",
+    "first_allreduce",
+    "verify",
+    "sweep",
+    "teardown",
+    "done",
+)
+
+
+def default_sizes(low: int = 1 << 10, high: int = 64 << 20) -> tuple[int, ...]:
+    """Powers of two from ``low`` to ``high`` bytes."""
+    if low < 4 or high < low:
+        raise ValueError(f"bad sweep range {low}..{high} bytes")
+    sizes = []
+    size = low
+    while size <= high:
+        sizes.append(size)
+        size *= 2
+    return tuple(sizes)
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Seconds a rank may spend in each phase before the run is declared stuck."""
+
+    launch: float = 30.0  # process start plus ``import torch``
+    rendezvous: float = 15.0
+    init: float = 20.0
+    first_allreduce: float = 10.0
+    verify: float = 10.0
+    sweep: float = 60.0
+    teardown: float = 10.0
+    # After the first rank fails, the others get this long to report their own view.
+    settle: float = 2.0
+
+    def of(self, phase: str) -> float:
+        return float(getattr(self, phase, self.teardown))
+
+
+SWEEP_BUDGET = 3.0  # seconds a time-sized sweep may take
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int
+    node: Node
+    local_rank: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    ranks: tuple[Rank, ...]
+    backend: str = "gloo"
+    port: int = 29500
+    env: dict[str, str | None] = field(default_factory=dict)
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    # None: sized by time (doubling until the bandwidth plateaus or ``sweep_budget`` is spent);
+    # a tuple forces those sizes, each run unless the phase deadline would be overrun.
+    sizes: tuple[int, ...] | None = None
+    sweep_budget: float = SWEEP_BUDGET
+    verify_elems: int = 1 << 16
+    link_bytes: int = 4 << 20  # with forced sizes; else sized by the rate the sweep measured
+    python: str = "python3"
+
+    @property
+    def world_size(self) -> int:
+        return len(self.ranks)
+
+    @property
+    def master(self) -> Node:
+        return self.ranks[0].node
+
 
 # How each phase reads in a sentence about a rank that did not get past it.
 STUCK = {
@@ -82,7 +163,11 @@ class RunResult:
     ranks: list[RankState]
     seconds: float
     reason: str = ""  # for not_started: why no rank ran
+    address: str | None = None  # where the rendezvous listened (rank 0's node)
+    port_taken: bool = False  # not started: the rendezvous port is in use
     nccl: dict[str, Any] | None = None  # what NCCL's own log said (NCCL runs only)
+    # Every rank's output read by the log diagnosis (doctor explain's scanner), set by the stage.
+    logs: Explanation | None = None
 
     @property
     def master(self) -> str:
@@ -236,4 +321,39 @@ class RunResult:
             "links": self.link_rows(),
             "slow_node": slow[0] if slow else None,
             "nccl": self.nccl,
+        }
+
+
+@dataclass(frozen=True)
+class AllreduceFacts:
+    """The stage's outcome: its runs, or why none ran."""
+
+    backend: str
+    world_size: int
+    master: str  # the node of rank 0, where the rendezvous listens
+    port: int
+    python: str  # the nodes' interpreter the ranks ran under
+    rendezvous: str  # "node1:29500 (198.18.0.1)"
+    recommendation: dict[str, str] = field(default_factory=dict)  # tried "as recommended"
+    runs: tuple[RunResult, ...] = ()
+    skipped: str = ""  # why the stage did not run at all (one rank: nothing to reduce across)
+    not_started: str = ""  # why the rendezvous could not be set up
+    port_taken: bool = False  # not started because the rendezvous port is in use
+
+    @property
+    def interrupted(self) -> bool:
+        return any(r.status == "interrupted" for r in self.runs)
+
+    def section(self) -> dict[str, Any]:
+        """The ``allreduce`` section of the JSON report."""
+        first = self.runs[0] if self.runs else None
+        return {
+            "backend": self.backend,
+            "world_size": self.world_size,
+            "rendezvous": self.rendezvous,
+            "recommendation": self.recommendation or None,
+            "status": first.status if first else ("skipped" if self.skipped else "not_started"),
+            "skipped": self.skipped or None,
+            "verified": bool(first and first.verified),
+            "runs": [r.to_json() for r in self.runs],
         }

@@ -1,9 +1,12 @@
-"""Start worker ranks on nodes and stream their JSON lines back; kill them whole.
+"""Start programs on nodes that keep talking: stream their JSON lines back; kill them whole.
 
-A launcher starts one program on a node and hands back a ``Process``: its stdout lines, its
-stderr, a way to close its stdin (the worker's lifeline) and a way to kill its process group.
-``LocalLauncher`` runs on this machine; ``SshLauncher`` (ssh_launch.py) runs over the SSH
-transport's connections, streaming, so the controller sees every phase as it happens.
+Where a transport runs a command and returns when it ends, a launcher starts one program on a
+node and hands back a ``Process``: its stdout lines, its stderr, a way to write to its stdin and
+to close it (the program's lifeline: it ends itself when stdin closes) and a way to kill its
+process group. The allreduce ranks and the cross-node stage agents run this way, so the
+controller sees every step as it happens and can tell them all to go at once.
+``LocalLauncher`` runs on this machine; ``SshLauncher`` (ssh_launch.py) over the SSH transport's
+connections; ``SrunLauncher`` (srun_launch.py) as one-task srun steps.
 """
 
 from __future__ import annotations
@@ -18,33 +21,32 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib.resources import files
 from typing import Any, Protocol
 
 from doctor.inventory import Node
-from doctor.transport import BatchTransport, Transport
-from doctor.transport.local import LocalTransport, spawn
-from doctor.transport.srun import SrunTransport
+from doctor.transport.local import spawn
 
-# Reads exactly the worker's source from stdin and runs it; what stays on stdin is the lifeline.
-BOOT = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'allreduce-worker','exec'))"
+# Reads exactly the program's source from stdin and runs it; what stays on stdin is the lifeline
+# (and, for stage agents, the controller's word to go). The name shows in the process table.
+BOOT = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),{name!r},'exec'))"
 STDERR_LIMIT = 1 << 20
 CHUNK = 1 << 16
 KILL_WAIT = 10.0  # seconds to see a killed remote worker's exit status
 
 
-def worker_source() -> bytes:
-    return files("doctor.allreduce").joinpath("worker.py").read_bytes()
-
-
-def worker_argv(python: str, source: bytes, spec: dict[str, Any]) -> list[str]:
-    return [python, "-c", BOOT, str(len(source)), json.dumps(spec, sort_keys=True)]
+def boot_args(name: str, source: bytes, spec: dict[str, Any]) -> list[str]:
+    """Arguments for a Python that reads ``source`` off its stdin and runs it with ``spec``."""
+    return ["-c", BOOT.format(name=name), str(len(source)), json.dumps(spec, sort_keys=True)]
 
 
 class Process(Protocol):
     def stdout_lines(self) -> Iterator[bytes]: ...
 
     def stderr_chunks(self) -> Iterator[bytes]: ...
+
+    def send(self, data: bytes) -> None:
+        """Write to its stdin (best effort: a process that is gone is not an error here)."""
+        ...
 
     def close_stdin(self) -> None: ...
 
@@ -74,6 +76,12 @@ class LocalProcess:
         fd = self.proc.stderr.fileno()
         yield from iter(lambda: os.read(fd, CHUNK), b"")
 
+    def send(self, data: bytes) -> None:
+        if self.proc.stdin:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+
     def close_stdin(self) -> None:
         if self.proc.stdin:
             with contextlib.suppress(OSError):
@@ -90,7 +98,7 @@ class LocalProcess:
 
 
 class LocalLauncher:
-    """Every rank on this machine (the nodes are only names), talking over loopback."""
+    """Every program on this machine (the nodes are only names), talking over loopback."""
 
     def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
         try:
@@ -106,7 +114,7 @@ class LocalLauncher:
 
 @dataclass
 class Event:
-    """One JSON line from a rank (``data`` None: its stdout closed), stamped on arrival."""
+    """One JSON line from a program (``data`` None: its stdout closed), stamped on arrival."""
 
     key: int
     data: dict[str, Any] | None
@@ -166,18 +174,3 @@ def _read_stderr(worker: Worker) -> None:
             if len(worker.stderr) > STDERR_LIMIT:
                 # Keep the head (NCCL's init lines) and the newest tail (the error).
                 del worker.stderr[STDERR_LIMIT // 2 : len(worker.stderr) - STDERR_LIMIT // 2]
-
-
-def launcher_for(transport: Transport | BatchTransport) -> Launcher:
-    """Ranks go where the probe went: here, through srun, or over its SSH connections."""
-    # The srun and SSH launchers build on this module, and SSH costs a paramiko import (0.2 s)
-    # that a run on this machine alone need not pay: both are imported only when used.
-    if isinstance(transport, LocalTransport):
-        return LocalLauncher()
-    if isinstance(transport, SrunTransport):
-        from doctor.allreduce.srun import SrunLauncher
-
-        return SrunLauncher()
-    from doctor.allreduce.ssh_launch import SshLauncher
-
-    return SshLauncher(transport)  # type: ignore[arg-type]

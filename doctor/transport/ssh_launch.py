@@ -1,4 +1,4 @@
-"""Allreduce ranks over the SSH transport's cached connections, streamed as they run."""
+"""Programs over the SSH transport's cached connections, streamed as they run."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import paramiko
 
-from doctor.allreduce.launch import CHUNK, KILL_WAIT, Process
-from doctor.facts.cluster import NodeFailure
 from doctor.inventory import Node
+from doctor.model import NodeFailure
+from doctor.transport.launch import CHUNK, KILL_WAIT, Process
 from doctor.transport.ssh import SshTransport, remote_command, send_stdin, split_pid
 
 
@@ -31,6 +31,10 @@ class SshProcess:
                     first = False
                 yield chunk
 
+    def send(self, data: bytes) -> None:
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            self.chan.sendall(data)
+
     def close_stdin(self) -> None:
         with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
             self.chan.shutdown_write()
@@ -51,7 +55,7 @@ class SshProcess:
 
 
 class SshLauncher:
-    """Ranks on remote nodes over the SSH transport's cached connections."""
+    """Programs on remote nodes over the SSH transport's cached connections."""
 
     def __init__(self, transport: SshTransport, timeout: float = 10.0) -> None:
         self.transport, self.timeout = transport, timeout

@@ -1,54 +1,21 @@
-"""`doctor nics`: the per-node interface table, the cluster recommendation, eval-able exports."""
+"""`doctor nics` on the terminal: the per-node interface table, the recommendation, exports."""
 
 from __future__ import annotations
 
 import shlex
-from collections import defaultdict
-from typing import Any
+import sys
+from collections.abc import Mapping
 
 from rich.console import Console
 from rich.text import Text
 
-from doctor.facts.cluster import ClusterFacts
 from doctor.facts.net import Interface
 from doctor.model import Missing
-from doctor.nic.plan import NicPlan, env_for, plan_json, plan_node
-from doctor.nodeset import compact
+from doctor.nic.plan import NicPlan, cluster_recommendation
+from doctor.nodeset import compact, group_nodes
 
 
-def plans(cluster: ClusterFacts) -> dict[str, NicPlan | Missing]:
-    return {name: plan_node(facts) for name, facts in cluster.nodes.items()}
-
-
-def cluster_recommendation(by_node: dict[str, NicPlan | Missing]) -> dict[str, str]:
-    """One environment for every node when the interface has one name; else what can be shared.
-
-    NCCL accepts an exact list (=eth0,ens5: each node uses the name it has); Gloo, TensorPipe
-    and Open MPI need each node's own name, so those are left to the per-node recommendation.
-    """
-    names = sorted(
-        {p.recommended.name for p in by_node.values() if isinstance(p, NicPlan) and p.recommended}
-    )
-    if len(names) == 1:
-        return env_for(names[0])
-    if names:
-        return {"NCCL_SOCKET_IFNAME": "=" + ",".join(names)}
-    return {}
-
-
-def nics_section(cluster: ClusterFacts) -> dict[str, Any]:
-    """The report's "nics" section: per node what each library uses, plus the recommendation."""
-    by_node = plans(cluster)
-    return {
-        "nodes": {
-            name: plan_json(p) if isinstance(p, NicPlan) else {"error": p.reason}
-            for name, p in by_node.items()
-        },
-        "recommendation": cluster_recommendation(by_node),
-    }
-
-
-def export_lines(by_node: dict[str, NicPlan | Missing]) -> list[str]:
+def export_lines(by_node: Mapping[str, NicPlan | Missing]) -> list[str]:
     """Shell lines that set the recommendation, then the matching launcher flags as comments."""
     env = cluster_recommendation(by_node)
     lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
@@ -57,19 +24,22 @@ def export_lines(by_node: dict[str, NicPlan | Missing]) -> list[str]:
     inline = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if not k.startswith("OMPI"))
     lines.append(f"# torchrun: {inline} torchrun --nnodes ... train.py")
     gloo = env.get("GLOO_SOCKET_IFNAME")
+    mpi = env.get("OMPI_MCA_btl_tcp_if_include")
     if gloo:
         lines.append(f"# horovodrun --network-interfaces {gloo} ...")
+    if mpi:
         lines.append(
-            f"# mpirun --mca btl_tcp_if_include {gloo} --mca oob_tcp_if_include {gloo} "
+            f"# mpirun --mca btl_tcp_if_include {mpi} --mca oob_tcp_if_include {mpi} "
             + " ".join(f"-x {k}={shlex.quote(v)}" for k, v in env.items() if "SOCKET" in k)
             + " ..."
         )
-    else:
-        per_node = defaultdict(list)
-        for name, p in by_node.items():
-            if isinstance(p, NicPlan) and p.recommended:
-                per_node[p.recommended.name].append(name)
-        for iface, nodes in sorted(per_node.items()):
+    if not gloo:
+        recommended = {
+            name: p.recommended.name
+            for name, p in by_node.items()
+            if isinstance(p, NicPlan) and p.recommended
+        }
+        for iface, nodes in sorted(group_nodes(recommended).items()):
             lines.append(f"# on {compact(nodes)}: export GLOO_SOCKET_IFNAME={iface}")
     return lines
 
@@ -95,7 +65,7 @@ def _speed(iface: Interface) -> str:
     return f"{iface.speed_mbps // 1000}G" if iface.speed_mbps >= 1000 else f"{iface.speed_mbps}M"
 
 
-def render_table(by_node: dict[str, NicPlan | Missing], console: Console) -> None:
+def render_table(by_node: Mapping[str, NicPlan | Missing], console: Console) -> None:
     for name, plan in by_node.items():
         console.print(Text(name, style="bold"))
         if isinstance(plan, Missing):
@@ -147,3 +117,13 @@ def render_table(by_node: dict[str, NicPlan | Missing], console: Console) -> Non
         console.print("  no interface with a routable address was found", markup=False)
     for line in export_lines(by_node):
         console.print(f"  {line}", markup=False)
+
+
+def print_exports(by_node: Mapping[str, NicPlan | Missing]) -> int:
+    """`doctor nics --export`: the lines on stdout (exit 0), or why there are none (exit 1)."""
+    lines = export_lines(by_node)
+    if not lines:
+        sys.stderr.write("doctor: no interface with a routable address\n")
+        return 1
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

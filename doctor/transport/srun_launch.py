@@ -1,8 +1,8 @@
-"""Allreduce ranks through srun: each rank a one-task step on its node.
+"""Programs through srun: each one a one-task step on its node.
 
-Killing srun alone leaves its task running on the node, so a rank's ``kill`` first scancels its
+Killing srun alone leaves its task running on the node, so a process's ``kill`` first scancels its
 step (found by a name unique to it), then kills srun here. srun runs in the doctor's own
-environment, so inside an allocation the ranks are steps of it (``--overlap``).
+environment, so inside an allocation the steps belong to it (``--overlap``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 
-from doctor.allreduce.launch import LocalLauncher, LocalProcess, Process
 from doctor.inventory import Node
+from doctor.transport.launch import LocalLauncher, LocalProcess, Process
 from doctor.transport.srun import cancel, job_name, slurm_tool, step_options
 
-# Seconds a rank's step may wait for its node when srun must make an allocation of its own.
+# Seconds a step may wait for its node when srun must make an allocation of its own.
 STEP_TIMEOUT = 60.0
 
 
@@ -29,7 +29,7 @@ class SrunProcess(LocalProcess):
 
 
 class SrunLauncher:
-    """Starts each rank with ``srun --nodes=1 --ntasks=1 --nodelist=<node>``."""
+    """Starts each program with ``srun --nodes=1 --ntasks=1 --nodelist=<node>``."""
 
     def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
         name = job_name()

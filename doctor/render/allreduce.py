@@ -64,5 +64,15 @@ def render_allreduce(section: dict[str, Any], console: Console) -> None:
                 f"rank {row['slowest_rank']} ({row['slowest_node']})",
             )
         console.print(sweep)
+        stopped = run.get("sweep_stopped")
+        if stopped:
+            why = {"plateau": "the bandwidth stopped growing", "budget": "its time was spent"}
+            console.print(
+                Text(
+                    f"  sized by time: stopped after {human_bytes(stopped['after_bytes'])}, "
+                    f"{why.get(stopped.get('reason', 'budget'), stopped.get('reason'))}",
+                    style="dim",
+                )
+            )
         if run["slow_node"]:
             console.print(Text(f"  slow node: {run['slow_node']}", style="yellow"))

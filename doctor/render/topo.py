@@ -1,20 +1,20 @@
-"""Show a node's topology: a matrix like `nvidia-smi topo -m`, its legend, NIC affinity, JSON."""
+"""A node's topology on the terminal: a matrix like `nvidia-smi topo -m`, legend, NIC affinity."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import json
+import sys
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from doctor.facts.topo import TopoFacts
-from doctor.topo.matrix import LEGEND, NVLINK, Topology, closeness, nccl_path
+from doctor.errors import UsageError
+from doctor.output import TopoFormat
+from doctor.topo.matrix import LEGEND, NVLINK
+from doctor.topo.smi_text import export_topo_text
+from doctor.topo.view import TopoView, nic_affinity, topo_json
 
-# NCCL's default NCCL_NET_GDR_LEVEL (src/graph/paths.cc ncclTopoCheckGdr): GPUDirect RDMA is used
-# only when the GPU-NIC path is PXB or closer.
-GDR_DEFAULT_LEVEL = "PXB"
 STYLES = {
     "X": "dim",
     "PIX": "green",
@@ -23,69 +23,6 @@ STYLES = {
     "NODE": "yellow",
     "SYS": "red",
 }
-
-
-@dataclass(frozen=True)
-class TopoView:
-    """What one topology report shows, whichever source it came from."""
-
-    node: str
-    source: str  # "nvml", "nvidia-smi", "sysfs" or the file a matrix was read from
-    topology: Topology
-    rdma: tuple[str, ...]  # the NICs that can do RDMA (GPUDirect RDMA candidates)
-    nic_lines: tuple[str, ...] = ()  # one line per PCI NIC sysfs shows
-    notes: tuple[str, ...] = ()
-
-
-def view_of(node: str, facts: TopoFacts) -> TopoView:
-    nic_lines = tuple(
-        f"{n.name:<12} {n.address}  NUMA {'?' if n.place.numa is None else n.place.numa:<3} "
-        f"{'RDMA' if n.rdma else 'netdev'}  {','.join(n.netdevs) or '-'}"
-        + "".join(f"  port {p.number} {p.state} {p.link_layer} {p.rate}" for p in n.ports)
-        for n in facts.nics
-    )
-    mismatches = tuple(f"disagrees with nvidia-smi: {m}" for m in facts.mismatches)
-    return TopoView(
-        node, facts.source, facts.topology, facts.rdma, nic_lines, facts.notes + mismatches
-    )
-
-
-def gdr_allowed(label: str) -> bool:
-    """Would NCCL use GPUDirect RDMA over this GPU-NIC path at its default level?"""
-    return closeness(label) <= closeness(GDR_DEFAULT_LEVEL)
-
-
-def nic_affinity(view: TopoView) -> dict[str, dict[str, Any]]:
-    """For each GPU: the closest NICs (RDMA ones where the node has any), and what NCCL does."""
-    topo = view.topology
-    among = tuple(n for n in topo.nics if n in view.rdma) or topo.nics
-    out = {}
-    for gpu in topo.gpus:
-        label, nics = topo.closest_nics(gpu, among)
-        if nics:
-            out[gpu] = {
-                "nics": list(nics),
-                "label": label,
-                "nccl_path": nccl_path(label),
-                "rdma": nics[0] in view.rdma,
-                "gdr": nics[0] in view.rdma and gdr_allowed(label),
-            }
-    return out
-
-
-def topo_json(view: TopoView) -> dict[str, Any]:
-    topo = view.topology
-    return {
-        "node": view.node,
-        "source": view.source,
-        "gpus": len(topo.gpus),
-        "nics": list(topo.nics),
-        "rdma": list(view.rdma),
-        "links": topo.links(),
-        "affinity": {d: topo.affinity_of(d) for d in topo.gpus},
-        "closest_nic": nic_affinity(view),
-        "notes": list(view.notes),
-    }
 
 
 def _width(header: list[str], rows: list[list[str]]) -> int:
@@ -148,3 +85,15 @@ def render_topology(view: TopoView, out: Console) -> None:
         out.print("\nno NIC found")
     for note in view.notes:
         out.print(f"note: {note}", highlight=False)
+
+
+def show_topology(view: TopoView, fmt: TopoFormat, out: Console) -> None:
+    """`doctor topo` in the asked-for format."""
+    if fmt is TopoFormat.json:
+        sys.stdout.write(json.dumps(topo_json(view), indent=2) + "\n")
+    elif fmt is TopoFormat.plain:
+        if not view.topology.gpus:
+            raise UsageError(f"--format plain: no NVIDIA GPU on {view.node}, no matrix to write")
+        sys.stdout.write(export_topo_text(view.topology))
+    else:
+        render_topology(view, out)
