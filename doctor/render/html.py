@@ -13,7 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from doctor.model import CheckOutcome, Status
-from doctor.nodeset import compact
+from doctor.nodeset import compact, group_nodes
 from doctor.render.checklist import fold_checks
 from doctor.render.figures import as_dict, as_list, counted
 from doctor.render.figures.grid import build_grid, mesh_messages, reach_messages
@@ -135,8 +135,8 @@ def render_html(document: dict[str, Any]) -> str:
 
 def _proven(reach: Any) -> list[tuple[str, str]]:
     """(interfaces, nodes): which interfaces every peer reached, nodes alike together."""
-    by_value: dict[str, list[str]] = {}
-    for node, ifaces in as_dict(as_dict(reach).get("proven")).items():
-        names = [i for i in as_list(ifaces) if isinstance(i, str)]
-        by_value.setdefault(", ".join(names) or "nothing", []).append(node)
-    return sorted((ifaces, compact(nodes)) for ifaces, nodes in by_value.items())
+    proven = {
+        node: ", ".join(i for i in as_list(ifaces) if isinstance(i, str)) or "nothing"
+        for node, ifaces in as_dict(as_dict(reach).get("proven")).items()
+    }
+    return sorted((ifaces, compact(nodes)) for ifaces, nodes in group_nodes(proven).items())

@@ -4,31 +4,56 @@ tests/fixtures/reports, and a large cluster built from one of them.
 ``large(n)`` takes the real 3-node slow-link report and spreads it over ``n`` nodes: every node
 gets node1's real facts under its own name, with a GPU topology from the ``nvidia-smi topo -m``
 fixtures (written from the documented format, not captured); the SSH mesh is complete but for a
-one-way failure and a node that could not run it, reachability is sampled (a ring plus three seeded
-random peers per node, with one timeout), most nodes bind Gloo to 127.0.1.1, and the allreduce's
-three real rank rows become ``n``. It is what the report must stay readable for.
+one-way failure and a node that could not run it, reachability is sampled by the stage's own
+seeded draw (with one timeout), most nodes bind Gloo to 127.0.1.1, and the allreduce's three real
+rank rows become ``n``. It is what the report must stay readable for.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import random
 import re
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.jsonable import jsonable
+from doctor.stages.pairs import Sampling, choose
 from doctor.topo.smi_text import parse_topo_text
 
+if TYPE_CHECKING:
+    from tests.cluster.harness import Cluster
+
 FIXTURES = Path(__file__).parent.parent / "fixtures"
-REPORTS = ("healthy", "one-way-ssh", "slow-link")
+REPO = FIXTURES.parent.parent
+# The real runs: how each breaks a fresh 3-node test bed before ``doctor preflight`` runs.
+SCENARIOS: dict[str, Callable[[Cluster], None]] = {
+    "healthy": lambda c: None,
+    "one-way-ssh": lambda c: c.break_ssh_one_way("node2", "node3"),
+    "slow-link": lambda c: c.shape("node3", "10mbit"),
+}
+REPORTS = tuple(SCENARIOS)
 
 
 def load(name: str) -> dict[str, Any]:
     """A stored real report document."""
     loaded: dict[str, Any] = json.loads((FIXTURES / "reports" / f"{name}.json").read_text())
     return loaded
+
+
+def preflight(c: Cluster) -> dict[str, Any]:
+    """The JSON report of ``doctor preflight`` on the test bed, run as a user runs it."""
+    # The nodes' login python3 has no torch: name this one, as users do with --python, so that
+    # the closing allreduce runs.
+    argv = [sys.executable, "-m", "doctor", "preflight", "-H", c.hosts_arg(), "-f", "json",
+            "--ssh-config", str(c.ssh_config), "--python", sys.executable]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=560, cwd=REPO, check=False)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    document: dict[str, Any] = json.loads(proc.stdout)
+    return document
 
 
 def topology(fixture: str) -> dict[str, Any]:
@@ -128,15 +153,15 @@ def large(n: int = 128) -> dict[str, Any]:
             }
         ],
         "not_run": {not_run: f"{not_run}: no ssh client on the node"},
+        "coverage": choose(names, Sampling.full, 16, seed=0).to_json(),
     }
 
-    rng = random.Random(18)
+    sample = choose(names, Sampling.sampled, 32, seed=18)  # the stage's own draw
     address = {name: f"198.18.{i // 250}.{i % 250 + 1}" for i, name in enumerate(names)}
     links = []
     reach: dict[str, dict[str, str]] = {s: {} for s in names}
-    for i, s in enumerate(names):
-        peers = {names[(i + 1) % n], *rng.sample([t for t in names if t != s], 3)}
-        for t in sorted(peers):
+    for s, peers in sample.peers.items():
+        for t in peers:
             status = "timeout" if (s, t) == (names[49], names[50]) else "ok"
             reach[s][t] = status
             links.append({"source": s, "target": t, "iface": "eth0", "address": address[t],
@@ -149,6 +174,7 @@ def large(n: int = 128) -> dict[str, Any]:
         links=links,
         proven={s: ["eth0"] for s in names if s != names[50]} | {names[50]: []},
         not_run={},
+        coverage=sample.to_json(),
     )
 
     for run in doc["allreduce"]["runs"]:

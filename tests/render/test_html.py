@@ -86,7 +86,7 @@ def test_the_slow_node_is_marked_on_the_plot() -> None:
     assert slow.attrs["data-node"] == "node3" and "slow node node3" in slow.text
     assert plot.find_all("circle", cls="slow")  # sizes whose slowest rank was node3
     runs = [g.attrs["data-label"] for g in plot.find_all("g", cls="run")]
-    assert runs == ["as configured", "as recommended"]
+    assert runs == ["as configured"]  # the configuration worked: no recommended run
     assert root.one("p", cls="slow-callout").attrs["data-node"] == "node3"
     # veth reports no speed: the line is the measured links', and the page says why.
     assert "link speed unknown" in root.by_id("sweep-figure").text
@@ -170,12 +170,36 @@ def test_sampled_pairs_are_drawn_not_tested(big: tuple[dict[str, Any], str]) -> 
     reach = root.by_id("reachability-grid")
     untested = reach.find_all("rect", cls="untested")
     assert untested and all(r.attrs["fill"] == "url(#reachability-hatch)" for r in untested)
-    assert all("not tested" in r.one("title").text for r in untested)
-    tested = sum(len(row) for row in document["reachability"]["matrix"].values())
+    assert all(r.one("title").text.endswith(": not sampled") for r in untested)
+    tested = document["reachability"]["coverage"]["pairs_tested"]
+    assert tested == 128 * 5  # the ring both ways and three random peers
     figure = root.by_id("reachability-figure").text
     assert f"{tested} of 16256 pairs tested; hatched pairs were not tested" in figure
+    assert "--seed 18 tests the same pairs again" in figure
     (timeout,) = reach.find_all("rect", cls="fail")
     assert timeout.attrs["data-status"] == "timeout"
+
+
+def test_a_pair_left_untested_is_hatched_with_why() -> None:
+    # Every pair was to be tested; node3 could not listen, and one pair has no result at all.
+    document = load("healthy")
+    reach = document["reachability"]
+    why = "node3 could not listen there: address in use"
+    for link in reach["links"]:
+        if link["target"] == "node3":
+            link.update(status="not_tested", message=why)
+            reach["matrix"][link["source"]]["node3"] = "not_tested"
+    del reach["matrix"]["node2"]["node1"]
+    grid = page(document).by_id("reachability-grid")
+    titles = sorted(r.one("title").text for r in grid.find_all("rect", cls="untested"))
+    told = f"not tested — eth0 {reach['interfaces']['node3']['eth0']}: not_tested ({why})"
+    assert titles == [
+        f"node1 → node3: {told}",
+        "node2 → node1: not tested",
+        f"node2 → node3: {told}",
+    ]
+    assert not grid.find_all("rect", cls="fail")
+    assert "--seed" not in page(document).by_id("reachability-figure").text
 
 
 def test_long_lists_fold_at_128_nodes(big: tuple[dict[str, Any], str]) -> None:

@@ -1,11 +1,13 @@
 """A node×node matrix (the SSH mesh, TCP reachability) as the geometry of an SVG grid.
 
 Rows are sources, columns targets. A cell is ok, failed (with the failure's status and the
-terminal's one-letter mark), not tested (the stage sampled pairs and skipped this one, or the
-pair's status is ``not_tested``), not run (the source could not run the stage at all) or the
-diagonal. Cells shrink with the node count and labels thin out, so 128 nodes fit in the width of a
-page; neighbouring cells of one kind in a row merge into one rectangle (a healthy 128-node mesh is
-a few hundred rectangles, not 16,256), while every failed cell keeps its own, with a tooltip.
+terminal's one-letter mark), not tested (hatched: the stage sampled the pairs and this one was not
+among them, as its ``coverage`` says, or the pair was left untested: a ``not_tested`` status, or
+no status where every pair was to be tested), not run (the source could not run the stage at all)
+or the diagonal. Cells shrink with the node count and labels thin out, so 128 nodes fit in the
+width of a page; neighbouring cells of one kind in a row merge into one rectangle (a healthy
+128-node mesh is a few hundred rectangles, not 16,256), while every failed cell keeps its own,
+with a tooltip.
 """
 
 from __future__ import annotations
@@ -26,13 +28,8 @@ CHAR = 6.6  # px per character of the 11px label font, to size the margins
 MAX_LABEL = 22  # characters of a node name shown on an axis (the tooltip has it whole)
 MAX_NAMED_TARGETS = 3  # a merged cell's tooltip names its targets up to this many
 
-KIND_TEXT = {
-    "ok": "ok",
-    "fail": "failed",
-    "untested": "not tested (pair not sampled)",
-    "notrun": "not run on the source",
-    "self": "",
-}
+NOT_SAMPLED, NOT_TESTED = "not sampled", "not tested"  # the two ways a cell is "untested"
+NOT_RUN = "not run on the source"
 
 
 @dataclass(frozen=True)
@@ -84,31 +81,37 @@ class Grid:
     pairs: int
     tested: int
     failures: tuple[dict[str, str], ...]  # source, target, status, message: the table under it
+    seed: int | None  # the sample's seed when the stage sampled the pairs, else None
 
     @property
-    def sampled(self) -> bool:
-        return self.tested < self.pairs
+    def complete(self) -> bool:
+        return self.tested == self.pairs
 
 
-def _cell_kind(status: str | None, row_ran: bool) -> str:
+def _cell(status: str | None, row_ran: bool, sampled: bool) -> tuple[str, str]:
+    """(kind, why): why a cell is untested or not run, else the kind's own text."""
     if not row_ran:
-        return "notrun"
-    if status is None or status == "not_tested":
-        return "untested"
-    return "ok" if status == "ok" else "fail"
+        return "notrun", NOT_RUN
+    if status is None:
+        return "untested", NOT_SAMPLED if sampled else NOT_TESTED
+    if status == "not_tested":
+        return "untested", NOT_TESTED
+    return ("ok", "ok") if status == "ok" else ("fail", status)
 
 
 def _merged_title(source: str, targets: list[str], kind: str, why: str) -> str:
     if kind == "notrun":
         return f"{source}: not run" + (f" ({why})" if why else "")
     named = ", ".join(targets) if len(targets) <= MAX_NAMED_TARGETS else f"{len(targets)} nodes"
-    return f"{source} → {named}: {KIND_TEXT[kind]}"
+    return f"{source} → {named}: {why}"
 
 
 def build_grid(section: Any, messages: dict[tuple[str, str], str]) -> Grid | None:
-    """The grid of a matrix section (``nodes``, ``matrix``, ``not_run``); None if it has no nodes.
+    """The grid of a matrix section (``nodes``, ``matrix``, ``not_run``, ``coverage``); None if
+    it has no nodes.
 
-    ``messages`` maps (source, target) to what explains a failed cell (the client's last line).
+    ``messages`` maps (source, target) to what explains a failed or untested cell (the client's
+    last line).
     """
     doc = as_dict(section)
     nodes = [n for n in dict.fromkeys(as_list(doc.get("nodes"))) if isinstance(n, str)]
@@ -116,6 +119,9 @@ def build_grid(section: Any, messages: dict[tuple[str, str], str]) -> Grid | Non
         return None
     matrix = as_dict(doc.get("matrix"))
     not_run = {k: as_text(v) for k, v in as_dict(doc.get("not_run")).items()}
+    coverage = as_dict(doc.get("coverage"))
+    sampled = coverage.get("mode") == "sampled"
+    seed = coverage.get("seed") if sampled and isinstance(coverage.get("seed"), int) else None
     n = len(nodes)
     cell = float(max(MIN_CELL, min(MAX_CELL, SIDE // n)))
     step = math.ceil(LABEL_GAP / cell)
@@ -133,24 +139,28 @@ def build_grid(section: Any, messages: dict[tuple[str, str], str]) -> Grid | Non
         if not row_ran:
             idle_rows.add(i)
         y = margin + i * cell
-        cells = []  # (column, target, kind, status)
+        cells = []  # (column, target, kind, why, status)
         for j, target in enumerate(nodes):
             status = row.get(target) if isinstance(row, dict) and i != j else None
             status = status if isinstance(status, str) else ""
-            kind = "self" if i == j else _cell_kind(status or None, row_ran)
-            cells.append((j, target, kind, status))
+            kind, why = ("self", "") if i == j else _cell(status or None, row_ran, sampled)
+            cells.append((j, target, kind, why, status))
             if i != j:
-                counts[(kind, status if kind == "fail" else kind)] += 1
-        # Neighbours of one kind merge; a failed cell and the diagonal stand alone.
-        for (kind, _), group in groupby(
-            cells, key=lambda c: (c[2], c[0] if c[2] in ("fail", "self") else -1)
+                counts[(kind, why)] += 1
+        # Neighbours of one kind (and reason) merge; a failed cell and the diagonal stand alone.
+        for (kind, why, _), group in groupby(
+            cells, key=lambda c: (c[2], c[3], c[0] if c[2] in ("fail", "self") else -1)
         ):
             run = list(group)
             x = margin + run[0][0] * cell
             if kind == "self":
                 rects.append(Rect(x, y, cell, cell, "self", source, source))
+            elif kind == "untested" and len(run) == 1 and messages.get((source, run[0][1])):
+                target = run[0][1]
+                title = f"{source} → {target}: {why} — {messages[(source, target)]}"
+                rects.append(Rect(x, y, cell, cell, kind, title, source, target))
             elif kind == "fail":
-                _, target, _, status = run[0]
+                _, target, _, _, status = run[0]
                 message = messages.get((source, target), "")
                 title = f"{source} → {target}: {status}" + (f" — {message}" if message else "")
                 mark = MARKS.get(status, MARKS["failed"])[0]
@@ -161,7 +171,8 @@ def build_grid(section: Any, messages: dict[tuple[str, str], str]) -> Grid | Non
                 bad_rows.add(i)
                 bad_cols.add(run[0][0])
             else:
-                title = _merged_title(source, [c[1] for c in run], kind, not_run.get(source, ""))
+                why = not_run.get(source, "") if kind == "notrun" else why
+                title = _merged_title(source, [c[1] for c in run], kind, why)
                 rects.append(Rect(x, y, len(run) * cell, cell, kind, title, source))
 
     def labels(axis: str) -> tuple[Label, ...]:
@@ -190,11 +201,9 @@ def build_grid(section: Any, messages: dict[tuple[str, str], str]) -> Grid | Non
         Rect(margin + j * cell, margin - tick - 1, cell, tick, "flag", nodes[j]) for j in bad_cols
     ]
     legend = []
-    for (kind, status), count in sorted(counts.items(), key=lambda kv: _legend_order(kv[0])):
-        if kind == "fail":
-            legend.append(LegendEntry(kind, MARKS.get(status, MARKS["failed"])[0], status, count))
-        else:
-            legend.append(LegendEntry(kind, "", KIND_TEXT[kind], count))
+    for (kind, why), count in sorted(counts.items(), key=lambda kv: _legend_order(kv[0])):
+        mark = MARKS.get(why, MARKS["failed"])[0] if kind == "fail" else ""
+        legend.append(LegendEntry(kind, mark, why, count))
     side = margin + n * cell + 2
     pairs = n * (n - 1)
     untested = sum(c for (kind, _), c in counts.items() if kind in ("untested", "notrun"))
@@ -212,6 +221,7 @@ def build_grid(section: Any, messages: dict[tuple[str, str], str]) -> Grid | Non
         pairs=pairs,
         tested=pairs - untested,
         failures=tuple(failures),
+        seed=seed,
     )
 
 

@@ -24,6 +24,7 @@
       window.getSelection().addRange(range);
     }
     button.textContent = ok ? "Copied" : "Selected: press Ctrl+C";
+    button.setAttribute("data-state", ok ? "copied" : "selected");  // stays, unlike the text
     window.setTimeout(function () { button.textContent = "Copy"; }, 1500);
   }
   document.addEventListener("click", function (event) {
