@@ -85,7 +85,8 @@ def install(what: str, *commands: list[str]) -> None:
         sys.exit(f"tests/run.py: missing: {what}")
     for argv in commands:
         say(" ".join(argv))
-        if subprocess.run(argv, check=False).returncode != 0:
+        # Their output goes to stderr: stdout carries only the Python's path (--prepare).
+        if subprocess.run(argv, stdout=sys.stderr, check=False).returncode != 0:
             sys.exit(f"tests/run.py: failed: {' '.join(argv)}")
 
 
