@@ -7,6 +7,7 @@ import enum
 import json
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -172,6 +173,7 @@ def emit(report: Report, opts: OutputOptions) -> int:
     redactor = Redactor.for_report(report) if opts.redact else None
     redact = redactor.text if redactor else str
 
+    @cache  # built once for --json, --html and stdout alike
     def document() -> dict[str, Any]:
         doc = report.to_json()
         return redactor.value(doc) if redactor else doc
