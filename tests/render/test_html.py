@@ -161,7 +161,9 @@ def test_128_nodes_stay_small_and_readable(big: tuple[dict[str, Any], str]) -> N
     assert columns == {"gpu042"}
     (cell,) = mesh.find_all("rect", cls="fail")
     assert (cell.attrs["data-source"], cell.attrs["data-target"]) == ("gpu007", "gpu042")
-    assert "16129 of 16256 pairs tested" in root.by_id("ssh-mesh-figure").text
+    caption = root.by_id("ssh-mesh-figure").one("figcaption").text
+    assert "16129 of 16256 pairs tested; grey rows did not run." in caption
+    assert "hatched" not in caption and "--seed" not in caption  # every pair was to be tested
 
 
 def test_sampled_pairs_are_drawn_not_tested(big: tuple[dict[str, Any], str]) -> None:
