@@ -93,6 +93,27 @@ def test_the_slow_node_is_marked_on_the_plot() -> None:
     assert plot.find_all("g", cls="typical")
 
 
+def test_a_run_that_failed_as_configured_beside_the_one_that_passed() -> None:
+    # node2's hostname maps to 127.0.1.1: Gloo fails as configured, passes with the interface.
+    root = page(load("gloo-loopback"))
+    runs = root.one("table", cls="runs")
+    labels = [th.text for th in runs.find_all("tr")[0].find_all("th")[1:]]
+    assert labels == ["as configured", "as recommended GLOO_SOCKET_IFNAME=eth0"]
+    assert [b.text for b in runs.find_all("span", cls="badge")] == ["failed", "passed"]
+    ranks = root.one("details", cls="ranks")
+    assert "open" in ranks.attrs and "did not finish every run" in ranks.one("summary").text
+    assert "connectFullMesh" in ranks.text
+    plot = root.by_id("sweep-plot")  # only the run that passed has a sweep
+    assert [g.attrs["data-label"] for g in plot.find_all("g", cls="run")] == ["as recommended"]
+    choice = root.one("table", cls="nic-choice")
+    flagged = {
+        r.attrs["data-nodes"]: len(r.find_all("td", cls="flagged"))
+        for r in choice.find_all("tr")[1:]
+    }
+    assert flagged == {"node[1,3]": 0, "node2": 2}  # Gloo and TensorPipe on 127.0.1.1
+    assert root.one("article", data_code="allreduce.failed").find_all("button", cls="copy")
+
+
 def test_a_known_link_speed_is_drawn_as_a_line() -> None:
     document = load("slow-link")
     for plan in document["nics"]["nodes"].values():
