@@ -36,6 +36,7 @@ SCENARIOS: dict[str, Callable[[Cluster], None]] = {
     "slow-link": lambda c: c.shape("node3", "10mbit"),
     # Gloo fails as configured and passes as recommended: two allreduce runs.
     "gloo-loopback": lambda c: c.hostname_loopback("node2"),
+    "sshd-down": lambda c: c.stop_sshd("node3"),  # the probe cannot reach node3
 }
 REPORTS = tuple(SCENARIOS)
 

@@ -48,7 +48,7 @@ def test_a_real_report_is_one_self_contained_file(name: str) -> None:
     (script,) = root.find_all("script")
     assert "navigator.clipboard" in script.text
     footer = root.by_id("summary").text
-    assert SUMMARY.match(footer) and footer.endswith(f"{load(name)['summary']['skip']} skip")
+    assert SUMMARY.match(footer) and f"{load(name)['summary']['skip']} skip" in footer
 
 
 def test_the_one_way_ssh_cell_is_drawn_failed_and_the_reverse_ok() -> None:
@@ -112,6 +112,21 @@ def test_a_run_that_failed_as_configured_beside_the_one_that_passed() -> None:
     }
     assert flagged == {"node[1,3]": 0, "node2": 2}  # Gloo and TensorPipe on 127.0.1.1
     assert root.one("article", data_code="allreduce.failed").find_all("button", cls="copy")
+
+
+def test_a_node_that_did_not_answer_heads_the_page() -> None:
+    root = page(load("sshd-down"))  # node3's sshd stopped
+    (row,) = root.by_id("unreachable").find_all("tr", cls="failed-node")
+    assert row.attrs["data-node"] == "node3" and "ssh.refused" in row.text
+    assert "port 22 refused" in row.text
+    assert root.by_id("summary").text.endswith("; 1 of 3 nodes unreachable")
+    html = render_html(load("sshd-down"))
+    assert html.index('id="unreachable"') < html.index('id="findings"')
+    # The stages ran between the nodes that answered.
+    assert {t.own_text for t in root.by_id("ssh-mesh-grid").find_all("text", cls="rowlabel")} == {
+        "node1",
+        "node2",
+    }
 
 
 def test_a_known_link_speed_is_drawn_as_a_line() -> None:
