@@ -170,3 +170,14 @@ def test_a_stage_that_overruns_keeps_what_it_tested_and_blames_nobody(
     assert {(f.code, f.severity.name) for f in found} == {("mesh.not_run", "WARN")}
     # Nothing is left running: the agents and their ssh went with the stage.
     assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout == b""
+
+
+def test_an_agent_that_dies_gives_back_its_logins() -> None:
+    # Two sources, one target each way at most 8 at once: the dead source's logins in flight
+    # must not hold the target's slots, or the other source would wait for ever.
+    targets = {"a": ["t"] * PER_TARGET, "b": ["t"] * PER_TARGET}
+    scheduler = Scheduler(targets)
+    said = scheduler.begin(["a", "b"])
+    assert [len(said["a"]), len(said["b"])] == [PER_TARGET // 2] * 2  # every slot into t taken
+    said = scheduler.heard("a", {"ev": "ended"})
+    assert len(said["b"]) == PER_TARGET // 2 and "a" not in said

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
 
 from checks.cluster import reach_tcp
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.reach import Reachability, done_event, judge
 from doctor.inventory import Node
+from doctor.stages import reach_agent
 from doctor.stages.agents import Go, run_agents
 from doctor.stages.pairs import Sampling, choose
 from doctor.stages.reach import ALL_PAIRS_UP_TO, READY_WITHIN, agent_source, reach_specs
@@ -182,3 +184,69 @@ def test_a_real_refusal_is_reported_at_once() -> None:
     [connect] = done["a"]["connects"]
     assert connect["status"] == "refused" and connect["address"] == "127.0.0.9"
     assert time.monotonic() - started < 10  # no retrying behind a barrier
+
+
+class LateSender:
+    """The barrier's own conductor, and a peer that connects to a's listener 3 s after a has
+    finished its own connects (a loaded node that got its ``go`` late)."""
+
+    def __init__(self, address: str, port: int) -> None:
+        self.go = Go()
+        self.address, self.port = address, port
+
+    def begin(self, ready: list[str]) -> dict[str, list[str]]:
+        return self.go.begin(ready)
+
+    def heard(self, node: str, event: dict) -> dict[str, list[str]]:
+        if event.get("ev") == "connected":  # b, still sending: the controller waits for it
+            time.sleep(3.0)
+            with socket.create_connection((self.address, self.port), timeout=2) as sock:
+                sock.sendall(f"b a {self.address}\n".encode())
+        return self.go.heard(node, event)
+
+
+def test_a_late_sender_still_finds_the_listener_up() -> None:
+    # a has nobody to connect to and expects one connection; it must keep listening until it
+    # arrives (or the controller says stop), not give up after a quiet spell.
+    port = free_port()
+    spec = {
+        "source": "a",
+        "port": port,
+        "listen": ["127.0.0.2"],
+        "targets": [],
+        "expect": 1,
+        "connect_timeout": 2.0,
+        "deadline": 10.0,
+        "barrier": True,
+        "ready_within": READY_WITHIN,
+    }
+    agents = run_agents(
+        LocalLauncher(),
+        [Node("a")],
+        agent_source(),
+        "reach-agent",
+        lambda n: spec,
+        LateSender("127.0.0.2", port),
+        python=sys.executable,
+        deadline=30,
+    )
+    done = next(e for e in agents["a"].events if e["ev"] == "done")
+    assert [x["token"] for x in done["accepted"]] == ["b a 127.0.0.2"]
+
+
+def test_connections_queued_when_told_to_stop_are_still_taken() -> None:
+    # The sender's connect completed (the kernel queued it) before the word to stop: closing
+    # without accepting it would fail a healthy pair as "never arrived".
+    listener = socket.socket()
+    listener.bind(("127.0.0.2", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    with socket.create_connection(listener.getsockname(), timeout=2) as sock:
+        sock.sendall(b"b a 127.0.0.2\n")
+    connects_done, stop = threading.Event(), threading.Event()
+    connects_done.set()
+    stop.set()
+    out: dict = {"accepted": []}
+    spec = {"source": "a", "expect": 5, "deadline": 5.0, "barrier": True}
+    reach_agent.listen(spec, [listener], out, connects_done, [0.0], stop)
+    assert [x["token"] for x in out["accepted"]] == ["b a 127.0.0.2"]

@@ -32,18 +32,28 @@ class Conductor(Protocol):
         ...
 
     def heard(self, node: str, event: dict[str, Any]) -> Said:
-        """What to tell agents after ``node``'s agent said ``event``."""
+        """What to tell agents after ``node``'s agent said ``event``; ``{"ev": "ended"}`` when
+        its output ends (it exited, or its session died)."""
         ...
 
 
 class Go:
-    """Everyone at once: the barrier alone."""
+    """Everyone at once (the barrier), then everyone stops listening once every agent that went
+    has said ``connected``: a sender that runs late still finds its peers' listeners up."""
+
+    def __init__(self) -> None:
+        self.went: list[str] = []
+        self.sending: set[str] = set()
 
     def begin(self, ready: list[str]) -> Said:
+        self.went, self.sending = ready, set(ready)
         return {name: ["go"] for name in ready}
 
     def heard(self, node: str, event: dict[str, Any]) -> Said:
-        return {}
+        if event.get("ev") not in ("connected", "done", "ended") or node not in self.sending:
+            return {}
+        self.sending.discard(node)
+        return {} if self.sending else {name: ["stop"] for name in self.went}
 
 
 @dataclass
@@ -133,6 +143,8 @@ def run_agents(
                 if code not in (0, None) and not agent.error:
                     tail = _tail(workers[event.key])
                     agent.error = f"exit status {code}" + (f": {tail}" if tail else "")
+                if begun:
+                    tell(conductor.heard(agent.node, {"ev": "ended"}))
                 continue
             if event.data.get("ev") == "ready":
                 agent.ready = True

@@ -62,6 +62,7 @@ class Scheduler:
         self.targets = targets
         self.from_source: Counter[str] = Counter()
         self.into_target: Counter[str] = Counter()
+        self.trying: dict[str, set[int]] = {s: set() for s in targets}
         self.ready: list[str] = []
         self.ended: set[str] = set()
 
@@ -71,10 +72,19 @@ class Scheduler:
 
     def heard(self, node: str, event: dict[str, Any]) -> Said:
         index = event.get("index")
-        if event.get("ev") == "link" and isinstance(index, int):
-            self.from_source[node] -= 1
-            self.into_target[self.targets[node][index]] -= 1
+        if event.get("ev") == "link" and index in self.trying[node]:
+            self._release(node, index)
+        elif event.get("ev") == "ended":  # the agent is gone: its logins will never report
+            for index in list(self.trying[node]):
+                self._release(node, index)
+            self.queues[node].clear()
+            self.ended.add(node)
         return self._fill()
+
+    def _release(self, source: str, index: int) -> None:
+        self.trying[source].discard(index)
+        self.from_source[source] -= 1
+        self.into_target[self.targets[source][index]] -= 1
 
     def _fill(self) -> Said:
         said: dict[str, list[str]] = {}
@@ -90,6 +100,7 @@ class Scheduler:
                 if pick is None:
                     continue
                 queue.remove(pick)
+                self.trying[source].add(pick[0])
                 self.from_source[source] += 1
                 self.into_target[pick[1]] += 1
                 said.setdefault(source, []).append(f"try {pick[0]}")

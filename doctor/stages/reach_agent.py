@@ -7,11 +7,13 @@ Every connection carries ``<source> <target> <address>`` so the listener can tel
 
 No connect is judged before its target listens. Streamed by the controller (SSH, local), the
 agent says ``{"ev": "ready"}`` once its listeners are up and connects only when the controller
-writes ``go``, which it does once every agent is ready; its stdin is its lifeline, so it ends
-when the controller goes away. In one srun step (every node's agent started at once, no
-controller in between) a refused connect is tried again until ``retry_refused`` seconds have
-passed since the agent started: long enough for every peer's listener to come up, and a
-refusal that lasts longer is real.
+writes ``go``, which it does once every agent is ready; it says ``{"ev": "connected"}`` when its
+own connects are done and keeps listening until the controller writes ``stop``, which it does
+once every agent has said so, so a sender that runs late (a loaded node) still finds every
+listener up. Its stdin is its lifeline: it ends when the controller goes away. In one srun
+step (every node's agent started at once, no controller in between) a refused connect is tried
+again until ``retry_refused`` seconds have passed since the agent started: long enough for every
+peer's listener to come up, and a refusal that lasts longer is real.
 
 Shipped like the probe (source piped into ``python3``): stdlib only, valid on Python 3.8.
 Spec (JSON argument): port, listen (addresses), targets [{node, iface, address}], source,
@@ -30,8 +32,9 @@ import threading
 import time
 
 STARTED = time.monotonic()
-# After our own connects are done, stop listening once nothing has arrived for this long: a
-# connection meant for us may never come (it went to an address the sender also holds).
+# In one srun step (no controller to say stop), once our own connects are done, stop listening
+# when nothing has arrived for this long: a connection meant for us may never come (it went to
+# an address the sender also holds).
 QUIET = 2.0
 STATUS = {
     "ECONNREFUSED": "refused",
@@ -69,36 +72,54 @@ def bind_all(spec, out):
     return socks
 
 
-def listen(spec, socks, out, connects_done, done_at):
+def listen(spec, socks, out, connects_done, done_at, stop):
     end = time.monotonic() + spec["deadline"]
     received = 0
     last = time.monotonic()
     while socks and time.monotonic() < end:
         if connects_done.is_set() and (
-            received >= spec["expect"] or time.monotonic() - max(last, done_at[0]) > QUIET
+            received >= spec["expect"]
+            or stop.is_set()
+            or (not spec.get("barrier") and time.monotonic() - max(last, done_at[0]) > QUIET)
         ):
             break
-        readable, _, _ = select.select(socks, [], [], 0.05)
-        for sock in readable:
-            try:
-                conn, peer = sock.accept()
-            except OSError:
-                continue
-            conn.settimeout(2.0)
-            try:
-                token = conn.recv(256).decode("utf-8", "replace").strip()
-            except OSError:
-                token = ""
-            out["accepted"].append(
-                {"local": conn.getsockname()[0], "peer": peer[0], "token": token}
-            )
-            conn.close()
+        got = accept_ready(spec, socks, out, 0.05)
+        if got is not None:
+            received += got
             last = time.monotonic()
-            parts = token.split()
-            if len(parts) == 3 and parts[1] == spec["source"] and parts[0] != spec["source"]:
-                received += 1
+    # A connect completes when the kernel queues it: take what is queued before closing, or its
+    # sender would be told it reached us and we would say it never arrived.
+    drain_until = time.monotonic() + 1.0
+    while socks and time.monotonic() < drain_until:
+        if accept_ready(spec, socks, out, 0) is None:
+            break
     for sock in socks:
         sock.close()
+
+
+def accept_ready(spec, socks, out, wait):
+    """Accept what is waiting (up to ``wait`` seconds for it); None when nothing was, else how
+    many of the connections meant for this node arrived."""
+    readable, _, _ = select.select(socks, [], [], wait)
+    if not readable:
+        return None
+    received = 0
+    for sock in readable:
+        try:
+            conn, peer = sock.accept()
+        except OSError:
+            continue
+        conn.settimeout(2.0)
+        try:
+            token = conn.recv(256).decode("utf-8", "replace").strip()
+        except OSError:
+            token = ""
+        out["accepted"].append({"local": conn.getsockname()[0], "peer": peer[0], "token": token})
+        conn.close()
+        parts = token.split()
+        if len(parts) == 3 and parts[1] == spec["source"] and parts[0] != spec["source"]:
+            received += 1
+    return received
 
 
 def connect(spec, target):
@@ -131,13 +152,15 @@ def connect(spec, target):
     return entry
 
 
-def lifeline(go):
-    """The controller's word: a line to go, then end of input when it leaves (then we leave)."""
+def lifeline(go, stop):
+    """The controller's word: ``go``, then ``stop``, then end of input when it leaves (then we
+    leave)."""
+    words = {b"go": go, b"stop": stop}
     try:
-        if sys.stdin.buffer.readline():
-            go.set()
-        while sys.stdin.buffer.read(4096):
-            pass
+        for line in sys.stdin.buffer:
+            word = words.get(line.strip())
+            if word is not None:
+                word.set()
     except (OSError, ValueError):
         pass
     os._exit(0)
@@ -157,15 +180,17 @@ def main(argv):
         return
     out = {"listen": {}, "accepted": [], "connects": []}  # type: dict
     socks = bind_all(spec, out)
-    go = threading.Event()
+    go, stop = threading.Event(), threading.Event()
     if spec.get("barrier"):
-        threading.Thread(target=lifeline, args=(go,), daemon=True).start()
+        threading.Thread(target=lifeline, args=(go, stop), daemon=True).start()
         emit("ready", listen=out["listen"])
         if not go.wait(spec["ready_within"] + spec["deadline"]):
             return
     connects_done = threading.Event()
     done_at = [0.0]
-    listener = threading.Thread(target=listen, args=(spec, socks, out, connects_done, done_at))
+    listener = threading.Thread(
+        target=listen, args=(spec, socks, out, connects_done, done_at, stop)
+    )
     listener.start()
     results = [None] * len(spec["targets"])
 
@@ -180,6 +205,8 @@ def main(argv):
     out["connects"] = results
     done_at[0] = time.monotonic()
     connects_done.set()
+    if spec.get("barrier"):
+        emit("connected")
     listener.join(spec["deadline"] + 1)
     emit("done", **out)
 
