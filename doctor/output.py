@@ -7,8 +7,9 @@ import enum
 import json
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from rich.console import Console
 
@@ -73,6 +74,10 @@ class OutputOptions:
     markdown_file: Annotated[
         Path | None,
         flag("--markdown", help="Also write a Markdown report (for bug reports) here."),
+    ] = None
+    html_file: Annotated[
+        Path | None,
+        flag("--html", help="Also write a self-contained HTML report with pictures here."),
     ] = None
     redact: Annotated[
         bool,
@@ -168,10 +173,15 @@ def emit(report: Report, opts: OutputOptions) -> int:
     redactor = Redactor.for_report(report) if opts.redact else None
     redact = redactor.text if redactor else str
 
+    @cache  # built once for --json, --html and stdout alike
+    def document() -> dict[str, Any]:
+        doc = report.to_json()
+        return redactor.value(doc) if redactor else doc
+
     def as_json() -> str:
         if redactor is None:
             return render_json(report)
-        return json.dumps(redactor.value(report.to_json()), indent=2) + "\n"
+        return json.dumps(document(), indent=2) + "\n"
 
     if opts.json_file is not None:
         _write("--json", opts.json_file, as_json())
@@ -179,6 +189,11 @@ def emit(report: Report, opts: OutputOptions) -> int:
         _write("--junit", opts.junit_file, render_junit(report, threshold, redact))
     if opts.markdown_file is not None:
         _write("--markdown", opts.markdown_file, redact(render_markdown(report)))
+    if opts.html_file is not None:
+        # Drawn from the (redacted) document alone: nothing unredacted can reach the page.
+        from doctor.render.html import render_html
+
+        _write("--html", opts.html_file, render_html(document()))
     if opts.fmt is Format.json:
         sys.stdout.write(as_json())
     else:

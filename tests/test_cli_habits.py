@@ -72,12 +72,14 @@ def test_no_color(
 
 def test_every_format_from_one_run(captures: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["analyze", str(captures), *SHM, "--junit", "r.xml", "--markdown", "r.md"]
-    argv += ["--json", "r.json"]
+    argv += ["--json", "r.json", "--html", "r.html"]
     rc, out, _ = run_cli(argv, capsys)
     assert rc == 1 and out.startswith("cluster-doctor analyze")
     assert 'failures="1"' in Path("r.xml").read_text()
     assert "### FAIL: /dev/shm is only 64 MiB" in Path("r.md").read_text()
     assert json.loads(Path("r.json").read_text())["summary"]["fail"] == 1
+    page = Path("r.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "/dev/shm is only 64 MiB" in page
     rc, _, err = run_cli(["analyze", str(captures), "--junit", "no/such/dir/r.xml"], capsys)
     assert rc == 2 and err.startswith("doctor: error: --junit no/such/dir/r.xml:")
 

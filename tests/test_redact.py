@@ -10,6 +10,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 
 from builders import ALL_CHECKS, build_report, node, sample_report
@@ -27,8 +28,10 @@ def render_all(report: Report) -> dict[str, str]:
     """Every format, written through the same path the CLI uses, with --redact."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        files = {"json": folder / "r.json", "junit": folder / "r.xml", "md": folder / "r.md"}
-        opts = OutputOptions(Format.text, files["json"], files["junit"], files["md"], redact=True)
+        files = {name: folder / f"r.{name}" for name in ("json", "junit", "md", "html")}
+        opts = OutputOptions(
+            Format.text, files["json"], files["junit"], files["md"], files["html"], redact=True
+        )
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             emit(report, opts)
@@ -40,12 +43,42 @@ def render_all(report: Report) -> dict[str, str]:
         with contextlib.redirect_stdout(coloured), forced_colour():
             emit(report, OutputOptions(Format.text, redact=True))
     assert "\x1b[" in coloured.getvalue()
+    rendered["html"] = html_content(rendered["html"])
     return {
         "text": out.getvalue(),
         "stdout-json": json_out.getvalue(),
         "coloured-text": coloured.getvalue(),
         **rendered,
     }
+
+
+class _Content(HTMLParser):
+    """What an HTML report holds from its document: text and attribute values. The template's
+    own words (tag and attribute names, class names, its CSS and script) are left out: names
+    such as ``h3`` or ``s0`` are markup there, however a generated host may be called."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.skip += tag in ("style", "script")
+        self.parts += [v or "" for k, v in attrs if k != "class"]
+
+    def handle_endtag(self, tag: str) -> None:
+        self.skip -= tag in ("style", "script")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skip:
+            self.parts.append(data)
+
+
+def html_content(html: str) -> str:
+    parser = _Content()
+    parser.feed(html)
+    parser.close()
+    return "\n".join(parser.parts)
 
 
 @contextlib.contextmanager

@@ -1,8 +1,8 @@
-"""The terminal report: one line per check, then the findings with their fixes, worst first."""
+"""The terminal report: the findings with their fixes (worst first), one line per check that ran,
+one line per reason checks were skipped for, the cross-node tables, and the summary line last."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Literal
 
 from rich.console import Console
@@ -11,6 +11,7 @@ from rich.text import Text
 from doctor.model import CheckOutcome, Finding, Severity, Status
 from doctor.nodeset import compact, group_nodes
 from doctor.render.allreduce import render_allreduce
+from doctor.render.checklist import CheckRow, SkipGroup, fold_checks
 from doctor.render.matrix import render_matrix
 from doctor.report import Report
 
@@ -22,31 +23,22 @@ _STATUS_STYLE = {
     Status.CRASH: ("CRASH", "bold magenta"),
 }
 _SEVERITY_STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
-# The order in which a check's per-node statuses decide its one line.
-_RANK = [Status.CRASH, Status.FAIL, Status.WARN, Status.PASS, Status.SKIP]
 
 # quiet: only what needs action (nothing at all on a clean run); verbose: every check on every
 # node with its time, instead of one line per check.
 Detail = Literal["quiet", "normal", "verbose"]
 
 
-def _check_line(check: str, title: str, outcomes: list[CheckOutcome], many_nodes: bool) -> Text:
-    by_status: dict[Status, list[CheckOutcome]] = defaultdict(list)
-    for o in outcomes:
-        by_status[o.status].append(o)
-    status = next(s for s in _RANK if s in by_status)
-    label, style = _STATUS_STYLE[status]
+def _check_line(row: CheckRow, many_nodes: bool) -> Text:
+    label, style = _STATUS_STYLE[row.status]
     line = Text("  ")
     line.append(f"{label:<5}", style=style)
-    line.append(f" {check:<24} {title}")
+    line.append(f" {row.check:<24} {row.title}")
     notes = []
-    if status in (Status.SKIP, Status.CRASH):
-        reasons = sorted({o.reason for o in by_status[status]})
-        notes.append("; ".join(reasons))
-    if many_nodes and status not in (Status.PASS, Status.SKIP):
-        nodes = [o.node for o in by_status[status] if o.node]
-        if nodes:
-            notes.append(compact(nodes))
+    if row.reasons:
+        notes.append("; ".join(row.reasons))
+    if many_nodes and row.status is not Status.PASS and row.nodes:
+        notes.append(compact(row.nodes))
     if notes:
         line.append("  " + " — ".join(notes), style="dim")
     return line
@@ -79,7 +71,32 @@ def _verbose_line(o: CheckOutcome) -> Text:
     return line
 
 
+def _skip_line(group: SkipGroup) -> Text:
+    """``16 checks skipped: no NVIDIA GPU on this node``; a reason only one check gave is shown
+    with that check's id. --verbose lists every skipped check on every node."""
+    label, style = _STATUS_STYLE[Status.SKIP]
+    line = Text("  ")
+    line.append(f"{label:<5}", style=style)
+    if len(group.checks) > 1:
+        line.append(f" {len(group.checks)} checks skipped: {group.reason}")
+        line.append("  (--verbose lists them)", style="dim")
+    else:
+        line.append(f" {group.checks[0][0]:<24} {group.reason}")
+    return line
+
+
+def _check_lines(report: Report, detail: Detail) -> list[Text]:
+    """Normal: one line per check that ran, worst first, then the skipped ones folded by
+    reason; verbose: every check on every node with its time."""
+    if detail == "verbose":
+        return [_verbose_line(o) for o in report.outcomes]
+    rows, skipped = fold_checks(report.outcomes)
+    many_nodes = len(report.cluster.names) > 1
+    return [_check_line(r, many_nodes) for r in rows] + [_skip_line(g) for g in skipped]
+
+
 def render_text(report: Report, console: Console, detail: Detail = "normal") -> None:
+    """Print the report: findings first (what to do), then checks and tables, the summary last."""
     cluster = report.cluster
     names = cluster.names
     needs_action = report.findings or cluster.failures or report.summary()["crash"]
@@ -95,26 +112,17 @@ def render_text(report: Report, console: Console, detail: Detail = "normal") -> 
     for name, failure in cluster.failures.items():
         console.print(Text(f"  ! {name}: {failure.summary}", style="bold red"))
 
-    grouped: dict[str, list[CheckOutcome]] = defaultdict(list)
-    for o in report.outcomes:
-        grouped[o.check].append(o)
-    if detail == "verbose":
-        console.print(Text("\nChecks", style="bold underline"))
-        for o in report.outcomes:
-            console.print(_verbose_line(o))
-    elif detail == "normal":
-        console.print(Text("\nChecks", style="bold underline"))
-        for check, outcomes in grouped.items():
-            console.print(_check_line(check, outcomes[0].title, outcomes, len(names) > 1))
-
-    if detail != "quiet":
-        _stage_sections(report, console)
-
     if report.findings:
         console.print(Text("\nFindings", style="bold underline"))
         for f in report.findings:
             for line in _finding_block(f):
                 console.print(line)
+    if detail != "quiet":
+        console.print(Text("\nChecks", style="bold underline"))
+        for line in _check_lines(report, detail):
+            console.print(line)
+        _stage_sections(report, console)
+
     s = report.summary()
     tail = Text("\n")
     tail.append(

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
 import pytest
 from builders import build_report, node, sample_report
 from rich.console import Console
 
+from checks.system import CHECKS as SYSTEM_CHECKS
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.reach import Reachability, ReachLink
+from doctor.model import Finding
+from doctor.plugin import Skip, cluster_check
 from doctor.render.terminal import Detail, render_text
 from render.golden import assert_golden
 
@@ -53,3 +57,41 @@ def test_reachability_table_says_which_interfaces_every_peer_reached() -> None:
     text = text_of(report)
     assert "  every peer reached eth0 on a,b\n" in text
     assert "ens6" not in text.split("TCP reachability")[1].split("Findings")[0]
+
+
+def _skipper(check_id: str, reason: str):
+    @cluster_check(check_id, f"Test check {check_id}", codes={})
+    def skipped(cluster: ClusterFacts) -> Iterator[Finding]:
+        raise Skip(reason)
+
+    return skipped
+
+
+# Three checks skipped for one reason, one for another, next to the system checks (one fails).
+FOLDING = [
+    *[_skipper(f"test.gpu{i}", "no NVIDIA GPU on this node") for i in range(3)],
+    _skipper("test.mesh", "no ssh mesh stage in this run"),
+    *SYSTEM_CHECKS,
+]
+
+
+def test_skips_fold_by_reason_after_the_findings_and_the_checks_that_ran() -> None:
+    cluster = ClusterFacts(nodes={"a": node("a", shm=64 << 20), "b": node("b")})
+    text = text_of(build_report(cluster, FOLDING))
+    assert_golden("skips-normal.txt", text)
+    lines = text.splitlines()
+    fold = "  skip  3 checks skipped: no NVIDIA GPU on this node  (--verbose lists them)"
+    assert lines.count(fold) == 1 and not any("test.gpu" in line for line in lines)
+    assert "  skip  test.mesh                no ssh mesh stage in this run" in lines
+    # Findings first, then the checks (the failing one first), the summary line last.
+    assert lines.index("Findings") < lines.index("Checks") < lines.index(fold)
+    assert lines[lines.index("Checks") + 1].startswith("  FAIL  shm.size")
+    assert lines[-1] == "1 fail, 0 warn, 2 pass, 4 skip"
+
+
+def test_verbose_lists_every_skipped_check() -> None:
+    cluster = ClusterFacts(nodes={"a": node("a")})
+    text = text_of(build_report(cluster, FOLDING), "verbose")
+    for i in range(3):
+        assert f"  skip  test.gpu{i}                cluster" in text
+    assert "checks skipped" not in text

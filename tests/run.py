@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Run the tests on a fresh Debian machine: install what they need when it is missing, then pytest.
+
+    python3 tests/run.py [pytest arguments]     # e.g. -q, or tests/render -k html
+    python3 tests/run.py --prepare              # install only; print the Python the tests use
+    python3 tests/run.py --check                # install nothing; exit 1 naming what is missing
+
+Run it as root: the multi-node tests build network namespaces with real sshd, and missing Debian
+packages are installed with apt-get. Nothing is installed that is already there, so a second run
+goes straight to pytest. Standard library only: it runs before anything else is installed.
+
+What it installs when missing:
+* Debian: OpenSSH, Open MPI, iproute2, ping, procps, xmllint, Slurm and munge (the test bed),
+  Chromium and its driver (the HTML report's browser tests); python3-pip, or python3-venv where
+  the system Python is externally managed (PEP 668), in which case the tests run in .venv here;
+* PyPI: torch's CPU build first, pinned (an unpinned torch pulls a multi-GB CUDA build), then
+  this checkout, editable, with its test and torch extras.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEBIAN = (
+    "openssh-server", "openssh-client", "openmpi-bin", "iproute2", "iputils-ping", "procps",
+    "libxml2-utils", "slurmctld", "slurmd", "slurm-client", "munge", "chromium", "chromium-driver",
+)  # fmt: skip
+TORCH = "2.13.0"
+VENV = REPO / ".venv"
+CHECK_ONLY = sys.argv[1:2] == ["--check"]
+
+# Exit 1 unless this checkout is installed editable (the tests import this tree) and every
+# requirement pyproject.toml names, with the test and torch extras, is satisfied. Run from "/", so
+# that the checkout is not imported merely for being the working directory.
+PROJECT_CHECK = r"""
+import importlib.metadata as md, sys
+from pathlib import Path
+try:
+    import tomllib
+except ImportError:
+    try:
+        import tomli as tomllib
+    except ImportError:
+        sys.exit(1)
+try:
+    from packaging.requirements import Requirement
+    import doctor
+except ImportError:
+    sys.exit(1)
+repo = Path(sys.argv[1])
+if Path(doctor.__file__).resolve().parent.parent != repo:
+    sys.exit(1)
+project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+extras = project.get("optional-dependencies", {})
+for text in [*project["dependencies"], *extras.get("test", []), *extras.get("torch", [])]:
+    req = Requirement(text)
+    if req.marker and not req.marker.evaluate():
+        continue
+    try:
+        version = md.version(req.name)
+    except md.PackageNotFoundError:
+        sys.exit(1)
+    if not req.specifier.contains(version, prereleases=True):
+        sys.exit(1)
+"""
+
+
+def say(text: str) -> None:
+    print(f"tests/run.py: {text}", file=sys.stderr, flush=True)
+
+
+def quiet(argv: list[str]) -> bool:
+    """Whether a command succeeds, run from / (its output is not shown)."""
+    return subprocess.run(argv, capture_output=True, cwd="/", check=False).returncode == 0
+
+
+def install(what: str, *commands: list[str]) -> None:
+    """Run the commands that install ``what`` (with --check: exit 1 naming it)."""
+    if CHECK_ONLY:
+        sys.exit(f"tests/run.py: missing: {what}")
+    for argv in commands:
+        say(" ".join(argv))
+        # Their output goes to stderr: stdout carries only the Python's path (--prepare).
+        if subprocess.run(argv, stdout=sys.stderr, check=False).returncode != 0:
+            sys.exit(f"tests/run.py: failed: {' '.join(argv)}")
+
+
+def missing_debs(packages: tuple[str, ...]) -> list[str]:
+    query = ["dpkg-query", "-W", "-f=${Package} ${db:Status-Status}\n", *packages]
+    proc = subprocess.run(query, capture_output=True, text=True, check=False)
+    lines = proc.stdout.splitlines()
+    installed = {line.split()[0] for line in lines if line.endswith(" installed")}
+    return [p for p in packages if p not in installed]
+
+
+def externally_managed() -> bool:
+    """Whether pip may not install into this Python (PEP 668: Debian's own python3)."""
+    in_venv = sys.prefix != sys.base_prefix
+    return not in_venv and Path(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED").exists()
+
+
+def prepare() -> str:
+    """Install whatever is missing; the Python interpreter the tests run with."""
+    use_venv = externally_managed()
+    wanted = DEBIAN + (("python3-venv",) if use_venv else ())
+    if not use_venv and not quiet([sys.executable, "-m", "pip", "--version"]):
+        wanted += ("python3-pip",)
+    debs = missing_debs(wanted)
+    if debs:
+        if os.geteuid() != 0 and not CHECK_ONLY:
+            sys.exit(f"tests/run.py: run as root to install the missing packages: {' '.join(debs)}")
+        os.environ["DEBIAN_FRONTEND"] = "noninteractive"
+        install(
+            " ".join(debs),
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *debs],
+        )
+    python = sys.executable
+    if use_venv:
+        python = str(VENV / "bin" / "python")
+        if not Path(python).exists():
+            install(f"the virtualenv {VENV}", [sys.executable, "-m", "venv", str(VENV)])
+    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    has_torch = (
+        "import importlib.metadata as md, sys\n"
+        f"sys.exit(md.version('torch').split('+')[0] != '{TORCH}')"
+    )
+    if not quiet([python, "-c", has_torch]):
+        install(f"torch {TORCH}", [*pip, f"torch=={TORCH}"])
+    if not quiet([python, "-c", PROJECT_CHECK, str(REPO)]):
+        install("this checkout with its test extras", [*pip, "-e", f"{REPO}[test,torch]"])
+    return python
+
+
+def main(argv: list[str]) -> None:
+    python = prepare()
+    if argv[:1] in (["--prepare"], ["--check"]):
+        print(python)
+        return
+    os.chdir(REPO)
+    os.execv(python, [python, "-m", "pytest", *argv])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
