@@ -28,8 +28,8 @@ from doctor.facts.smi_tree import Entry
 from doctor.model import Missing
 
 MIB = 1 << 20
-# The probe's --query-gpu list (doctor/probe.py NVIDIA_SMI_FIELDS), in order: its captures run
-# with noheader, so their columns come from here (or from the command's own argv).
+# The --query-gpu list of captures whose probe fell back to CSV (noheader, before `-q -x`): their
+# columns come from here when the argv does not name them.
 SMI_COLUMNS = (
     "index",
     "name",
