@@ -49,6 +49,15 @@ def parse_xid(text: str) -> tuple[XidEvent, ...]:
 
 
 def _xid(cap: Capture) -> tuple[XidEvent, ...] | Missing:
+    """The probe's slot, or the pasted ones (``kernel:xid:<crc>``, one per pasted Xid line)."""
+    pasted = sorted(n for n in cap.raw.get("commands", {}) if n.startswith(XID_SLOT + ":"))
+    events: list[XidEvent] = []
+    for name in pasted:
+        result = cap.command(name)
+        if not isinstance(result, Missing):
+            events += parse_xid(result.stdout)
+    if pasted:
+        return tuple(events)
     result = cap.command(XID_SLOT)
     if isinstance(result, Missing):
         return result

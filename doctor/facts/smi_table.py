@@ -31,6 +31,7 @@ _PROC = re.compile(
     r"\s+(?P<name>.*?)\s+(?P<mem>\d+\s*MiB|N/A)\s*$"
 )
 MAX_LINES = 20000
+MAX_LINE = 1024
 
 
 @dataclass
@@ -54,7 +55,8 @@ class SmiTable:
 
 
 def _clean(line: str) -> str:
-    return _LEAD.sub("", line.replace("\r", "").expandtabs(8)).rstrip()
+    # The widest real table is under 200 columns; a longer line is cut before any regex runs.
+    return _LEAD.sub("", line[:MAX_LINE].replace("\r", "").expandtabs(8)).rstrip()
 
 
 def _cells(line: str) -> list[str]:

@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_LINE = 4096
 MAX_TEXT = 8 << 20  # a -q -x of 16 GPUs is well under 1 MiB; beyond this is not nvidia-smi
 _KEY = re.compile(r"[^0-9a-z]+")
 # "Product Name        : NVIDIA A100" / "Pending             :" (empty value)
 _PAIR = re.compile(r"^(?P<key>[^:]*?\S)\s*:(?:\s+(?P<value>.*?))?\s*$")
 _GPU = re.compile(r"^GPU\s+(?P<id>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
-_LOG = re.compile(r"=+\s*NVSMI LOG\s*=+")
+LOG_TITLE = "NVSMI LOG"  # "==============NVSMI LOG=============="
 _XML_START = re.compile(r"<nvidia_smi_log\b")
 
 
@@ -62,12 +63,13 @@ def parse_query_text(text: str) -> Entry:
     """``nvidia-smi -q`` text → a tree whose ``gpu`` children are the GPUs (``id`` = bus id)."""
     root = Entry()
     lines = text[:MAX_TEXT].replace("\r", "").expandtabs(4).split("\n")
-    start = next((i for i, line in enumerate(lines) if _LOG.search(line)), 0)
+    start = next((i for i, line in enumerate(lines) if LOG_TITLE in line), 0)
     # (indent, entry) from the root down; an entry takes children more indented than itself.
     stack: list[tuple[int, Entry]] = [(-1, root)]
     for line in lines[start:]:
+        line = line[:MAX_LINE]  # no report line is this long; the regexes stay linear-ish
         body = line.strip()
-        if not body or _LOG.search(body):
+        if not body or LOG_TITLE in body:
             continue
         indent = len(line) - len(line.lstrip())
         while len(stack) > 1 and stack[-1][0] >= indent:

@@ -10,6 +10,7 @@ fallback command) and doctor/facts/ reads it like a probed node's.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -17,15 +18,15 @@ from doctor.facts.driver import NVCC, PROC_VERSION
 from doctor.facts.gpu_host import XID_ARGV, XID_SLOT
 from doctor.facts.gpus import CSV_FIELDS
 from doctor.facts.smi import CSV, QUERY, TABLE, XML, XML_ARGV
+from doctor.facts.smi_tree import LOG_TITLE
 from doctor.topo.smi_text import is_matrix_header
 
 Kind = tuple[str, Callable[[str], bool], Callable[[str], dict[str, Any]]]
 
 _TABLE = re.compile(r"NVIDIA-SMI\s+\d")
-_QUERY = re.compile(r"=+\s*NVSMI LOG\s*=+")
-_XML = re.compile(r"<(?:!DOCTYPE\s+)?nvidia_smi_log\b")
+_XML = re.compile(r"<nvidia_smi_log\b")  # the DOCTYPE line before it is left as junk
 _NVRM = re.compile(r"NVRM version:")
-_NVCC = re.compile(r"nvcc: NVIDIA \(R\) Cuda compiler|Cuda compilation tools, release", re.I)
+_NVCC = re.compile(r"nvcc: NVIDIA \(R\) Cuda compiler", re.I)
 _XID = re.compile(r"NVRM: Xid\b")
 _CSV_CELL = re.compile(r"^\s*([\w.]+)\s*(?:\[\w+\])?\s*$")
 
@@ -62,7 +63,7 @@ NVIDIA_KINDS: list[Kind] = [
     ),
     (
         "nvidia-smi -q",
-        lambda line: _QUERY.search(line) is not None,
+        lambda line: LOG_TITLE in line,
         lambda text: _command(QUERY, ("nvidia-smi", "-q"), text),
     ),
     (
@@ -89,6 +90,7 @@ NVIDIA_KINDS: list[Kind] = [
     (
         "kernel log (NVIDIA Xid)",
         lambda line: _XID.search(line) is not None,
-        lambda text: _command(XID_SLOT, XID_ARGV, text),
+        # Every Xid line opens a segment: each gets its own slot, the facts read them all.
+        lambda text: _command(f"{XID_SLOT}:{zlib.crc32(text.encode()):08x}", XID_ARGV, text),
     ),
 ]
