@@ -785,6 +785,11 @@ def cuda_version():
     return code.value
 
 
+def fabric_state(pynvml, h):
+    # nvmlGpuFabricInfo_t.state (Hopper and later); older GPUs raise NotSupported.
+    return pynvml.nvmlDeviceGetGpuFabricInfo(h).state
+
+
 out = {"cuDriverGetVersion": call(cuda_version)}
 try:
     import pynvml
@@ -817,15 +822,28 @@ else:
                 "ecc_uncorrected_volatile": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 0),
                 "ecc_uncorrected_aggregate": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 1),
                 "ecc_corrected_volatile": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 0, 0),
+                # Health (doctor/facts/gpu_health.py): enums and masks as NVML returns them.
+                "compute_mode": call(pynvml.nvmlDeviceGetComputeMode, h),
+                "mig_mode": call(pynvml.nvmlDeviceGetMigMode, h),
+                "pcie_gen": call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                "pcie_gen_max": call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                "pcie_width": call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+                "pcie_width_max": call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+                "throttle": call(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h),
+                # NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0, DOUBLE_BIT = 1
+                "retired_sbe": call(lambda: len(pynvml.nvmlDeviceGetRetiredPages(h, 0))),
+                "retired_dbe": call(lambda: len(pynvml.nvmlDeviceGetRetiredPages(h, 1))),
+                "retired_pending": call(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, h),
+                "remapped_rows": call(lambda: list(pynvml.nvmlDeviceGetRemappedRows(h))),
+                "processes": call(lambda: [
+                    {"pid": p.pid, "used_memory": p.usedGpuMemory}
+                    for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+                ]),
+                "fabric_state": call(fabric_state, pynvml, h),
             })
         call(pynvml.nvmlShutdown)
 sys.stdout.write(sys.argv[1] + json.dumps(out) + "\n")
 """
-NVIDIA_SMI_FIELDS = (
-    "index,name,pci.bus_id,uuid,memory.total,persistence_mode,ecc.mode.current,"
-    "ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,"
-    "ecc.errors.corrected.volatile.total,driver_version"
-)
 
 
 def _nvidia_present(p):
@@ -854,9 +872,50 @@ def collect_nvidia(p):
         return
     smi = which("nvidia-smi")  # NVML gave no GPUs: ask nvidia-smi, which needs no pynvml
     if smi:
-        p.run(
-            "nvidia-smi", [smi, "--query-gpu=" + NVIDIA_SMI_FIELDS, "--format=csv,noheader,nounits"]
+        # Its full report, health included; the facts read a pasted one the same way.
+        p.run("nvidia-smi:xml", [smi, "-q", "-x"])
+
+
+def _kernel_xid(p):
+    """The NVIDIA Xid lines of the kernel log, where this user may read it (dmesg_restrict)."""
+    restrict = (p.read("/proc/sys/kernel/dmesg_restrict") or "").strip()
+    if restrict == "1" and os.geteuid() != 0:
+        p.commands["kernel:xid"] = dict(
+            argv=["dmesg"], **_error("unreadable", "kernel.dmesg_restrict=1 and not root")
         )
+        return
+    if not which("dmesg"):
+        p.commands["kernel:xid"] = dict(argv=["dmesg"], **_error("absent", "dmesg not on PATH"))
+        return
+    entry = p.run("kernel:xid", ["dmesg"])
+    if "stdout" in entry:  # keep only the driver's error reports: the rest is not ours to ship
+        lines = [line for line in entry["stdout"].splitlines() if "NVRM: Xid" in line]
+        entry["stdout"] = "\n".join(lines[-500:])
+
+
+def _fabric_manager():
+    """Pids of nv-fabricmanager (NVSwitch systems need it running before CUDA can start)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/comm" % pid) as handle:
+                    if handle.read().strip() == "nv-fabricmanager":
+                        pids.append(int(pid))
+            except OSError:
+                continue
+    return pids
+
+
+def collect_nvidia_host(p):
+    """The CUDA toolkit's nvcc; Xid events and the fabric manager where NVIDIA hardware is."""
+    nvcc = which("nvcc")
+    if nvcc:
+        p.run("nvcc", [nvcc, "--version"])
+    if not _nvidia_present(p):
+        return
+    _kernel_xid(p)
+    p.value("nvidia:fabricmanager", _fabric_manager)
 
 
 def _python_file(p, module, name):
@@ -962,6 +1021,7 @@ SECTIONS = [
     ("rdma", collect_rdma),
     ("nccl", collect_nccl),
     ("nvidia", collect_nvidia),
+    ("nvidia-host", collect_nvidia_host),
     ("mpi", collect_mpi),
     ("frameworks", collect_frameworks),
     ("extra", collect_extra),

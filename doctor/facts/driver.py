@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from doctor.capture import Capture
 from doctor.facts.child import last_words, marked
+from doctor.facts.smi import smi_versions
 from doctor.model import Missing
 
 # Must match NVIDIA_MARK in doctor/probe.py.
@@ -19,6 +21,10 @@ SYS_VERSION = "/sys/module/nvidia/version"
 _NVRM = re.compile(r"NVRM version:.*?(Open )?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
 
 KernelModule = Literal["open", "proprietary"]
+NVCC = "nvcc"  # the command slot of `nvcc --version`
+NO_NVCC = Missing("command 'nvcc' was not run", "unsupported")  # as Capture says
+# "Cuda compilation tools, release 12.4, V12.4.99"
+_NVCC = re.compile(r"Cuda compilation tools,\s*release\s+(\d+\.\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class DriverFacts:
     cuda_version: str | Missing  # the CUDA driver API version ("12.4"), from libcuda or NVML
     nvml_error: str | None  # why NVML could not start (driver not loaded, version mismatch...)
     libcuda_error: str | None  # why libcuda.so.1 could not be loaded or asked
+    toolkit: str | Missing = dataclasses.field(default=NO_NVCC)  # `nvcc --version` release
 
 
 def cuda_version(code: int) -> str:
@@ -77,16 +84,36 @@ def _module(cap: Capture) -> tuple[str | Missing, KernelModule | None]:
     return Missing(f"no NVIDIA kernel module loaded ({reason})", "absent"), None
 
 
+def parse_nvcc(text: str) -> str | None:
+    """The CUDA toolkit release ("12.4") from `nvcc --version`."""
+    m = _NVCC.search(text[: 1 << 16])
+    return m.group(1) if m else None
+
+
+def _toolkit(cap: Capture) -> str | Missing:
+    result = cap.command(NVCC)
+    if isinstance(result, Missing):
+        return result
+    version = parse_nvcc(result.stdout) if result.rc == 0 else None
+    return version or Missing(f"nvcc --version: {last_words(result, stdout_too=True)}", "failed")
+
+
 def _no_cuda(libcuda: Any) -> Missing:
     reason = libcuda.reason if isinstance(libcuda, Missing) else "no CUDA driver version reported"
     return Missing(reason, "failed")
 
 
 def parse_driver(cap: Capture) -> DriverFacts | Missing:
-    """Missing only when there is no kernel module and the NVIDIA child had nothing to ask."""
+    """Missing only when no kernel module, no NVIDIA child and no nvidia-smi report say a thing.
+
+    NVML's answers come first; a pasted or fallback nvidia-smi report stands in for NVML (its
+    "CUDA Version" is the driver API version, as NVML's is).
+    """
     module_version, flavour = _module(cap)
     call = nvidia_call(cap)
-    if isinstance(call, Missing) and isinstance(module_version, Missing):
+    smi_driver, smi_cuda = smi_versions(cap)
+    toolkit = _toolkit(cap)
+    if isinstance(call, Missing) and isinstance(module_version, Missing) and smi_driver is None:
         # The child is skipped (absent) where nothing NVIDIA is on the node: say that once.
         extra = "" if call.kind == "absent" else f"; {call.reason}"
         return Missing(module_version.reason + extra, module_version.kind)
@@ -95,11 +122,17 @@ def parse_driver(cap: Capture) -> DriverFacts | Missing:
     nvml_version = field(data.get("driver_version"))
     libcuda = field(data.get("cuDriverGetVersion"))
     cuda = libcuda if isinstance(libcuda, int) else field(data.get("cuda_driver_version"))
+    version = nvml_version if isinstance(nvml_version, str) else (smi_driver or module_version)
+    if isinstance(cuda, int):
+        cuda_text: str | Missing = cuda_version(cuda)
+    else:
+        cuda_text = smi_cuda or _no_cuda(libcuda)
     return DriverFacts(
-        version=nvml_version if isinstance(nvml_version, str) else module_version,
+        version=version,
         module_version=module_version,
         kernel_module=flavour,
-        cuda_version=cuda_version(cuda) if isinstance(cuda, int) else _no_cuda(libcuda),
+        cuda_version=cuda_text,
         nvml_error=init.reason if isinstance(init, Missing) and "nvmlInit" in data else None,
         libcuda_error=libcuda.reason if isinstance(libcuda, Missing) and data else None,
+        toolkit=toolkit,
     )

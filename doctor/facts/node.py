@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from doctor.capture import Capture
 from doctor.facts.driver import DriverFacts, parse_driver
 from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
+from doctor.facts.gpu_host import GpuHostFacts, parse_gpu_host
 from doctor.facts.gpus import GpuFacts, parse_gpus
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.mpi import MpiFacts, parse_mpi
@@ -44,6 +45,7 @@ class NodeFacts:
     nccl: NcclFacts | Missing
     driver: DriverFacts | Missing
     gpus: GpuFacts | Missing
+    gpu_host: GpuHostFacts | Missing
     mpi: MpiFacts | Missing
     frameworks: FrameworkFacts | Missing
     # Derived, not parsed: what NCCL, Gloo and Open MPI will use here and what to set, on the
@@ -78,6 +80,7 @@ PARSERS: dict[str, Callable[[Capture], Any]] = {
     "nccl": parse_nccl,
     "driver": parse_driver,
     "gpus": parse_gpus,
+    "gpu_host": parse_gpu_host,
     "mpi": parse_mpi,
     "frameworks": parse_frameworks,
     "net": parse_net,

@@ -15,6 +15,8 @@ from doctor.topo.matrix import GPU_NAME, KNOWN_COLUMNS, LEGEND, Topology, is_lab
 
 ANSI = re.compile(r"\x1b?\[[0-9;]*m")
 NIC_ALIAS = re.compile(r"NIC\d+")
+# What a header may name: GPUs, NIC aliases, and (older drivers) RDMA devices by name.
+DEVICE = re.compile(r"GPU\d+|NIC\d+|mlx\d*_\d+|[a-z][\w-]*\d")
 LEGEND_ENTRY = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 # Older drivers called the cross-socket level SOC; it is the same thing as SYS.
 OLD_LABELS = {"SOC": "SYS"}
@@ -34,6 +36,16 @@ def _is_header(tokens: list[str]) -> bool:
     return bool(tokens) and GPU_NAME.fullmatch(tokens[0]) is not None and "X" not in tokens
 
 
+def is_matrix_header(line: str) -> bool:
+    """Whether a line opens a `nvidia-smi topo -m` matrix: GPU0, then a device or a column."""
+    tokens = _tokens(line)
+    return (
+        _is_header(tokens)
+        and len(tokens) > 1
+        and (DEVICE.fullmatch(tokens[1]) is not None or tokens[1] in COLUMN_WORDS)
+    )
+
+
 def _split_header(tokens: list[str]) -> tuple[list[str], tuple[str, ...]]:
     devices: list[str] = []
     rest = list(tokens)
@@ -43,8 +55,9 @@ def _split_header(tokens: list[str]) -> tuple[list[str], tuple[str, ...]]:
     words = " ".join(rest)
     while words:
         column = next((c for c in KNOWN_COLUMNS if words.startswith(c)), None)
-        if column is None:
-            raise TopoParseError(f"unknown column in the header: {words!r}")
+        if column is None:  # a column newer than this reader: named up to the next known one
+            ends = [words.find(c) for c in KNOWN_COLUMNS if words.find(c) > 0]
+            column = words[: min(ends)].strip() if ends else words
         columns.append(column)
         words = words[len(column) :].strip()
     if len(set(devices)) != len(devices):
@@ -72,9 +85,17 @@ def parse_topo_text(text: str) -> Topology:
     start = next((i for i, line in enumerate(lines) if _is_header(_tokens(line))), None)
     if start is None:
         raise TopoParseError("no topology matrix found (expected a header row starting with GPU0)")
-    devices, columns = _split_header(_tokens(lines[start]))
+    header = _tokens(lines[start])
+    body = lines[start + 1 :]
+    # A terminal narrower than the matrix wraps the header: lines of names and no label go on it.
+    while body and _tokens(body[0]) and not any(is_label(t) for t in _tokens(body[0])):
+        if _tokens(body[0])[0].rstrip(":") in ("Legend", "NIC"):
+            break
+        header += _tokens(body.pop(0))
+    devices, columns = _split_header(header)
     rows: dict[str, list[str]] = {}
-    for line in lines[start + 1 :]:
+    last: str | None = None
+    for line in body:
         tokens = _tokens(line)
         if not tokens:
             if rows:
@@ -83,10 +104,14 @@ def parse_topo_text(text: str) -> Topology:
         if tokens[0].rstrip(":") == "Legend":
             break
         if tokens[0] not in devices:
+            if last is not None and len(rows[last]) < len(devices):
+                rows[last] += tokens  # the wrapped rest of the row before
+                continue
             raise TopoParseError(f"row {tokens[0]!r} names no device of the header")
         if tokens[0] in rows:
             raise TopoParseError(f"two rows for {tokens[0]}")
         rows[tokens[0]] = tokens[1:]
+        last = tokens[0]
     missing = [d for d in devices if d not in rows]
     if missing:
         raise TopoParseError(f"no row for {', '.join(missing)}")

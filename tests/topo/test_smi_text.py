@@ -116,7 +116,6 @@ GARBAGE = {
     "short row": ("\tGPU0\tGPU1\nGPU0\t X\nGPU1\tPHB\t X \n", "row GPU0 has 1 cells for 2 devices"),
     "no diagonal": ("\tGPU0\tGPU1\nGPU0\tPHB\tX\nGPU1\tPHB\t X \n", "row GPU0"),
     "unknown row": ("\tGPU0\nGPU0\t X \nGPU9\t X \n", "row 'GPU9' names no device"),
-    "unknown column": ("\tGPU0\tCPU Mood\nGPU0\t X \t0-3\n", "unknown column"),
     "too many values": ("\tGPU0\tCPU Affinity\nGPU0\t X \t0-3\t7\n", "more values than"),
     "duplicate device": ("\tGPU0\tGPU0\nGPU0\t X \t X \n", "named twice"),
     "duplicate row": ("\tGPU0\nGPU0\t X \nGPU0\t X \n", "two rows for GPU0"),

@@ -1,0 +1,96 @@
+"""Pasted NVIDIA outputs → the capture slots the probe fills, so the facts parsers read them.
+
+Each kind is ``(name, starts, parse)``: ``starts(line)`` says a line opens an output of that
+kind; ``parse(segment)`` returns a capture fragment (``files`` / ``commands`` sections of the
+probe's document, doctor/probe.py) that the paste reader merges per node. Nothing is parsed here:
+the text goes where the probe would have put it (``nvidia-smi -q -x`` is the probe's own
+fallback command) and doctor/facts/ reads it like a probed node's.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from doctor.facts.driver import NVCC, PROC_VERSION
+from doctor.facts.gpu_host import XID_ARGV, XID_SLOT
+from doctor.facts.gpus import CSV_FIELDS
+from doctor.facts.smi import CSV, QUERY, TABLE, XML, XML_ARGV
+from doctor.facts.smi_tree import LOG_TITLE
+from doctor.topo.smi_text import is_matrix_header
+
+Kind = tuple[str, Callable[[str], bool], Callable[[str], dict[str, Any]]]
+
+_TABLE = re.compile(r"NVIDIA-SMI\s+\d")
+_XML = re.compile(r"<nvidia_smi_log\b")  # the DOCTYPE line before it is left as junk
+_NVRM = re.compile(r"NVRM version:")
+_NVCC = re.compile(r"nvcc: NVIDIA \(R\) Cuda compiler", re.I)
+_XID = re.compile(r"NVRM: Xid\b")
+_CSV_CELL = re.compile(r"^\s*([\w.]+)\s*(?:\[\w+\])?\s*$")
+
+
+def _command(slot: str, argv: tuple[str, ...], text: str) -> dict[str, Any]:
+    entry = {"argv": list(argv), "rc": 0, "stdout": text, "stderr": "", "seconds": 0.0}
+    return {"commands": {slot: entry}}
+
+
+def _csv_fields(line: str) -> list[str] | None:
+    cells = [_CSV_CELL.match(c) for c in line.split(",")]
+    if not cells or any(c is None for c in cells):
+        return None
+    names = [c.group(1).lower() for c in cells if c is not None]
+    return names if any(n in CSV_FIELDS for n in names) else None
+
+
+def _is_csv_header(line: str) -> bool:
+    """A --format=csv header naming --query-gpu fields (rows without one cannot be told apart)."""
+    return _csv_fields(line) is not None
+
+
+def _csv(text: str) -> dict[str, Any]:
+    fields = next((f for f in map(_csv_fields, text.splitlines()) if f), [])
+    argv = ("nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv")
+    return _command(CSV, argv, text)
+
+
+NVIDIA_KINDS: list[Kind] = [
+    (
+        "nvidia-smi",
+        lambda line: _TABLE.search(line) is not None,
+        lambda text: _command(TABLE, ("nvidia-smi",), text),
+    ),
+    (
+        "nvidia-smi -q",
+        lambda line: LOG_TITLE in line,
+        lambda text: _command(QUERY, ("nvidia-smi", "-q"), text),
+    ),
+    (
+        "nvidia-smi -q -x",
+        lambda line: _XML.search(line) is not None,
+        lambda text: _command(XML, XML_ARGV, text),
+    ),
+    ("nvidia-smi --query-gpu --format=csv", _is_csv_header, _csv),
+    (
+        "/proc/driver/nvidia/version",
+        lambda line: _NVRM.search(line) is not None,
+        lambda text: {"files": {PROC_VERSION: {"text": text}}},
+    ),
+    (
+        "nvcc --version",
+        lambda line: _NVCC.search(line) is not None,
+        lambda text: _command(NVCC, ("nvcc", "--version"), text),
+    ),
+    (
+        "nvidia-smi topo -m",
+        is_matrix_header,
+        lambda text: _command("nvidia-smi:topo", ("nvidia-smi", "topo", "-m"), text),
+    ),
+    (
+        "kernel log (NVIDIA Xid)",
+        lambda line: _XID.search(line) is not None,
+        # Every Xid line opens a segment: each gets its own slot, the facts read them all.
+        lambda text: _command(f"{XID_SLOT}:{zlib.crc32(text.encode()):08x}", XID_ARGV, text),
+    ),
+]
