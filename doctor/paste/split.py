@@ -23,6 +23,8 @@ PROMPT = re.compile(
     r"\s?)?[$#%>]\s+(?P<cmd>[A-Za-z_./][^\n]*)$"
 )
 
+HEAD_LINES = 2
+
 
 @dataclass
 class Segment:
@@ -39,6 +41,11 @@ class Segment:
 
     def blank(self) -> bool:
         return not any(line.strip() for line in self.lines)
+
+
+def _head(segment: Segment) -> bool:
+    """A few lines with no kind: the top of the output that follows rather than one of its own."""
+    return sum(1 for line in segment.lines if line.strip()) <= HEAD_LINES
 
 
 def _kind_of(line: str, kinds: Sequence[Kind]) -> Kind | None:
@@ -63,8 +70,10 @@ def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
             after_prompt = True
             continue
         if kind is not None and (current.kind is None or kind.name != current.kind.name):
-            if after_prompt and current.kind is None:
-                current.kind = kind  # the output the prompt announced
+            if current.kind is None and (after_prompt or _head(current)):
+                # The output the prompt announced; or, with no prompt, its own first lines
+                # (a table's top border) that no kind recognised.
+                current.kind = kind
             else:
                 segments.append(current)
                 current = Segment(kind, number)
