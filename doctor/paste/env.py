@@ -35,7 +35,9 @@ def parse(text: str) -> dict[str, Any]:
 
 
 def _starts(line: str) -> bool:
-    return (_ASSIGN.match(line) or _SETENV.match(line)) is not None
+    """An assignment to an upper-case name (``n_gids_found=4`` ends other tools' output)."""
+    m = _ASSIGN.match(line) or _SETENV.match(line)
+    return m is not None and m["name"].isupper()
 
 
 ENV_KINDS = [Kind("env", _starts, parse)]

@@ -27,10 +27,13 @@ def matcher(*patterns: str) -> Callable[[str], bool]:
 
 
 def merge(into: dict[str, Any], fragment: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge a fragment into a capture document: maps merge, anything else is replaced."""
+    """Deep-merge a fragment into a capture document: maps merge, a folder's listed entries
+    (``dirs.<path>.entries``) join, anything else is replaced."""
     for key, value in fragment.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
             merge(into[key], value)
+        elif key == "entries" and isinstance(value, list) and isinstance(into.get(key), list):
+            into[key] = sorted(set(into[key]) | set(value))
         else:
             into[key] = value
     return into

@@ -6,17 +6,25 @@ same) and, for docs/paste.md and the error line, one line in DESCRIPTIONS.
 
 from __future__ import annotations
 
-from doctor.paste import env, mpi, nccl, net
+from doctor.paste import env, mpi, nccl, net, rdma
 from doctor.paste.kind import Kind
 
 # Most specific first: an NCCL log line is tried before the looser shapes (`NAME=value`).
 KINDS: list[Kind] = [
-    Kind(*k) for k in (*nccl.NCCL_KINDS, *mpi.MPI_KINDS, *net.NET_KINDS, *env.ENV_KINDS)
+    Kind(*k)
+    for k in (
+        *nccl.NCCL_KINDS,
+        *mpi.MPI_KINDS,
+        *net.NET_KINDS,
+        *rdma.RDMA_KINDS,
+        *env.ENV_KINDS,
+    )
 ]
 DESCRIPTIONS: dict[str, str] = {
     **nccl.DESCRIPTIONS,
     **mpi.DESCRIPTIONS,
     **net.DESCRIPTIONS,
+    **rdma.DESCRIPTIONS,
     **env.DESCRIPTIONS,
 }
 

@@ -25,6 +25,10 @@ PROMPT = re.compile(
 
 HEAD_LINES = 2
 
+# A bare "# ..." line is a comment people add to a paste, not root's prompt (no output here
+# begins a line with "# "); "root@gpu1:~# ibstat" is a prompt.
+COMMENT = re.compile(r"^\s*#(?:\s|$)")
+
 
 @dataclass
 class Segment:
@@ -62,6 +66,8 @@ def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
     current = Segment(None, 1)
     after_prompt = False  # the current segment began at a prompt and has no kind yet
     for number, line in enumerate(text.splitlines(), 1):
+        if COMMENT.match(line):
+            continue
         prompt = PROMPT.match(line)
         kind = None if prompt else _kind_of(line, kinds)
         if prompt:
