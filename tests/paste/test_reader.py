@@ -135,3 +135,8 @@ def test_every_fixture_is_recognised_whole() -> None:
         cap = read_text(path.read_bytes())
         kinds = [s["kind"] for s in cap.raw["probe"]["segments"]]
         assert kinds and None not in kinds, (path.name, cap.raw["probe"]["segments"])
+
+
+def test_the_docs_name_every_kind() -> None:
+    docs = (Path(__file__).parent.parent.parent / "docs" / "paste.md").read_text()
+    assert all(f"| `{kind.name}` |" in docs for kind in KINDS)
