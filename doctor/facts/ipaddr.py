@@ -30,7 +30,7 @@ def ip_kind(entry: dict, info: dict, entries: list[dict]) -> str:
         return "tap" if (info.get("info_data") or {}).get("type") == "tap" else "tun"
     if kind in NETLINK_KINDS:
         return str(kind)
-    if entry.get("link_type") == "loopback":
+    if entry.get("link_type") == "loopback" or "LOOPBACK" in entry.get("flags", []):
         return "loopback"
     if entry.get("link_type") == "infiniband":
         return "ipoib"

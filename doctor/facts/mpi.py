@@ -24,6 +24,7 @@ _BANNERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Open MPI", re.compile(r"\((?:Open MPI|OpenRTE)\)\s+(\S+)")),
     ("IBM Spectrum MPI", re.compile(r"IBM Spectrum MPI\D*(\d[\w.]*)")),
     ("Open MPI", re.compile(r"^[ \t]*Open MPI:[ \t]*(\d[\w.]*)", re.M)),  # ompi_info
+    ("Open MPI", re.compile(r"^ompi:version:full:(\d[\w.]*)", re.M)),  # ompi_info --parsable
     ("Open MPI", re.compile(r"Open MPI v(\d[\w.]*?)(?:,|\s|$)")),  # MPI_Get_library_version
     ("MPICH", re.compile(r"(?:HYDRA build details|MPICH).*?Version:\s+(\S+)", re.S)),
 )

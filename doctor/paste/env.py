@@ -25,12 +25,31 @@ def _unquote(value: str) -> str:
     return value
 
 
+def _assignments(line: str) -> list[tuple[str, str]]:
+    """The settings a line makes: one for `env` output; each ``NAME=value`` before the command
+    of a command line (``NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 torchrun ...``)."""
+    m = _ASSIGN.match(line) or _SETENV.match(line)
+    if m is None:
+        return []
+    value = m["value"].strip()
+    if value[:1] in "\"'" or not re.search(r"\s\S", value):
+        return [(m["name"], _unquote(value))]
+    first, _, rest = value.partition(" ")
+    out = [(m["name"], first)]
+    for token in rest.split():
+        more = _ASSIGN.match(token)
+        if more is None:
+            break
+        out.append((more["name"], _unquote(more["value"])))
+    return out
+
+
 def parse(text: str) -> dict[str, Any]:
     env: dict[str, str] = {}
     for line in text.splitlines():
-        m = _ASSIGN.match(line) or _SETENV.match(line)
-        if m and m["name"].startswith(PREFIXES):
-            env[m["name"]] = _unquote(m["value"])
+        for name, value in _assignments(line):
+            if name.startswith(PREFIXES):
+                env[name] = value
     return {"values": {"env": {"value": env}}}
 
 

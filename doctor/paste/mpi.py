@@ -17,6 +17,7 @@ _OPENS = re.compile(
     r"\((?:Open MPI|OpenRTE|IBM Spectrum MPI)\)\s+\d"  # mpirun (Open MPI) 4.1.4
     r"|^\s*(?:Package|Open MPI):\s+\S.*(?:Open ?MPI|\d)"  # ompi_info
     r"|Open MPI v\d"  # MPI_Get_library_version
+    r"|^(?:package:|ompi:version:full:)"  # ompi_info --parsable
     r"|Intel\(R\) MPI Library"
     r"|HYDRA build details:"
     r"|MPICH Version:"
@@ -29,7 +30,7 @@ _OPENS = re.compile(
 
 def _argv(text: str) -> list[str]:
     """What was most likely run to print this (kept with the text, never judged on)."""
-    if re.search(r"^\s*(?:Package|Open MPI):", text, re.M):
+    if re.search(r"^\s*(?:Package|Open MPI):|^ompi:version:", text, re.M):
         return ["ompi_info"]
     if "MPICH Version:" in text and "HYDRA" not in text:
         return ["mpichversion"]

@@ -39,7 +39,8 @@ _IFC_HEADER = re.compile(
 # ifconfig (net-tools 1.x, busybox): "eth0      Link encap:Ethernet  HWaddr 00:16:3E:..."
 _IFC_OLD = re.compile(r"^(?P<name>[^\s:]+)(?::[\w.-]+)?\s+Link encap:\s*(?P<encap>\S+(?: \S+)?)")
 _IFC_INET = re.compile(
-    r"^\s+inet (?:addr:\s*)?(?P<addr>[0-9.]+)(?:.*?(?:netmask |Mask:)(?P<mask>[0-9.]+))?"
+    r"^\s+inet (?:addr:\s*)?(?P<addr>[0-9.]+)"
+    r"(?:.*?(?:netmask |Mask:)(?P<mask>0x[0-9a-fA-F]{8}|[0-9.]+))?"
 )
 _IFC_INET6 = re.compile(
     r"^\s+inet6 (?:addr:\s*)?(?P<addr>[0-9a-fA-F:.]+)(?:/(?P<plen>\d+))?"
@@ -135,7 +136,9 @@ def ifconfig_entries(text: str) -> list[dict[str, Any]]:
             # An alias (eth0:1) adds its addresses to its interface.
             entry = by_name.setdefault(name, {"ifname": name, "flags": [], "addr_info": []})
             if new:
-                entry["flags"] = _ifconfig_flags(int(new["num"]))
+                # The names, not the number: Linux prints it in decimal, BSD and macOS in hex.
+                names = set(new["names"].split(","))
+                entry["flags"] = _ifconfig_flags(sum(IFF_NAMES.get(n, 0) for n in names))
                 if new["mtu"]:
                     entry["mtu"] = int(new["mtu"])
             elif old:
@@ -151,14 +154,20 @@ def ifconfig_entries(text: str) -> list[dict[str, Any]]:
     return list(by_name.values())
 
 
+def _mask_bits(mask: str | None) -> int | None:
+    """'255.255.255.0', or '0xffffff00' as BSD and macOS print it → 24."""
+    if not mask:
+        return None
+    try:
+        value = int(mask, 16) if mask.startswith("0x") else int(ipaddress.IPv4Address(mask))
+    except ValueError:
+        return None
+    return bin(value).count("1")
+
+
 def _ifconfig_line(entry: dict[str, Any], line: str) -> None:
     if inet := _IFC_INET.match(line):
-        mask = inet["mask"]
-        try:
-            plen = bin(int(ipaddress.IPv4Address(mask))).count("1") if mask else None
-        except ValueError:
-            plen = None
-        addr = _address("inet", inet["addr"], plen, None)
+        addr = _address("inet", inet["addr"], _mask_bits(inet["mask"]), None)
     elif inet6 := _IFC_INET6.match(line):
         plen_text = inet6["plen"] or inet6["plen2"]
         scope = inet6["scope"] or inet6["scope2"]

@@ -80,6 +80,8 @@ def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
                 # The output the prompt announced; or, with no prompt, its own first lines
                 # (a table's top border) that no kind recognised.
                 current.kind = kind
+                if not current.lines:
+                    current.first_line = number
             else:
                 segments.append(current)
                 current = Segment(kind, number)

@@ -108,3 +108,13 @@ def test_pasted_nodes_have_no_invented_system_or_nccl_facts() -> None:
     facts = parse_node("n1", read_text(pasted("netns-ip-a.txt")))
     assert isinstance(facts.system, Missing) and isinstance(facts.nccl, Missing)
     assert isinstance(facts.mpi, Missing) and isinstance(facts.env, Missing)
+
+
+def test_settings_before_a_command_line() -> None:
+    text = "NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 torchrun --nproc-per-node 8 train.py\n"
+    assert parse_node("n1", read_text(text)).env == {"NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": "1"}
+
+
+def test_ompi_info_parsable() -> None:
+    text = "package:Debian OpenMPI\nompi:version:full:4.1.4\nompi:version:repo:v4.1.4\n"
+    assert mpi_of(text) == ("Open MPI", "4.1.4")

@@ -150,3 +150,19 @@ def test_ifconfig_infiniband_and_aliases() -> None:
 def test_ip_json_with_junk_around_it() -> None:
     text = "$ ip -j addr\n" + pasted("netns-ip-j-addr.json") + "\n$ echo done\ndone\n"
     assert "eth0" in net_of(text).interfaces
+
+
+def test_bsd_style_ifconfig_netmask() -> None:
+    text = (
+        "# written from the documented BSD/macOS ifconfig layout, not captured\n"
+        "en0: flags=8863<UP,BROADCAST,SMART,RUNNING,SIMPLEX,MULTICAST> mtu 1500\n"
+        "\tinet 192.168.7.20 netmask 0xffffff00 broadcast 192.168.7.255\n"
+        "\tinet6 fe80::1c2a:5bff:fe00:1%en0 prefixlen 64 secured scopeid 0x4\n"
+        "lo0: flags=8049<UP,LOOPBACK,RUNNING,MULTICAST> mtu 16384\n"
+    )
+    en0 = net_of(text).interfaces["en0"]
+    assert sorted(a.text() for a in en0.addresses) == [
+        "192.168.7.20/24",
+        "fe80::1c2a:5bff:fe00:1/64",
+    ]
+    assert en0.state() == "up" and net_of(text).interfaces["lo0"].kind == "loopback"
