@@ -15,9 +15,9 @@ from doctor.paste.kind import Kind, command
 
 _OPENS = re.compile(
     r"\((?:Open MPI|OpenRTE|IBM Spectrum MPI)\)\s+\d"  # mpirun (Open MPI) 4.1.4
-    r"|^\s*(?:Package|Open MPI):\s+\S.*(?:Open ?MPI|\d)"  # ompi_info
+    r"|^\s*Package:.*Open ?MPI|^\s*Open MPI:\s+\d"  # ompi_info
     r"|Open MPI v\d"  # MPI_Get_library_version
-    r"|^(?:package:|ompi:version:full:)"  # ompi_info --parsable
+    r"|^ompi:version:full:"  # ompi_info --parsable
     r"|Intel\(R\) MPI Library"
     r"|HYDRA build details:"
     r"|MPICH Version:"

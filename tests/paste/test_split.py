@@ -7,16 +7,10 @@ from doctor.paste.kind import Kind
 from doctor.paste.split import split
 from tests.paste.pastekit import pasted
 
-# A stand-in for a kind another module adds (the NVIDIA kinds): its banner opens its segment.
-SMI = Kind("smi-banner", lambda line: "NVIDIA-SMI 5" in line, lambda text: {"values": {}})
-
-SMI_TABLE = """\
-+-----------------------------------------------------------------------------+
-| NVIDIA-SMI 535.54.03    Driver Version: 535.54.03    CUDA Version: 12.2     |
-|-------------------------------+----------------------+----------------------+
-|   0  Tesla V100-SXM2...  On   | 00000000:00:1E.0 Off |                    0 |
-+-------------------------------+----------------------+----------------------+
-"""
+# Output no kind knows (`df -h`, captured), and a stand-in kind that would know it, as another
+# module's kinds (the NVIDIA ones) join the registry.
+DF = pasted("df-h.txt")
+DF_KIND = Kind("df", lambda line: line.startswith("Filesystem "), lambda text: {"values": {}})
 
 
 def kinds_of(text: str, kinds: list[Kind]) -> list[str | None]:
@@ -32,23 +26,30 @@ def test_an_unknown_kind_between_two_known_ones_is_its_own_segment() -> None:
     text = (
         "$ ip a\n"
         + pasted("netns-ip-a.txt")
-        + "$ nvidia-smi\n"
-        + SMI_TABLE
+        + "$ df -h\n"
+        + DF
         + "$ mpirun --version\n"
         + pasted("openmpi-mpirun-version.txt")
     )
     segments = split(text, KINDS)
     assert [s.kind.name if s.kind else None for s in segments] == ["ip addr", None, "mpi"]
-    assert segments[1].command == "nvidia-smi" and "Tesla V100" in segments[1].text
-    assert "Tesla" not in segments[0].text and "Tesla" not in segments[2].text
-    # With the NVIDIA kind registered, the same paste splits into three known outputs.
-    assert kinds_of(text, [*KINDS, SMI]) == ["ip addr", "smi-banner", "mpi"]
+    assert segments[1].command == "df -h" and "/dev/shm" in segments[1].text
+    assert "/dev/shm" not in segments[0].text + segments[2].text
+    # With a kind that knows it registered, the same paste splits into three known outputs.
+    assert kinds_of(text, [*KINDS, DF_KIND]) == ["ip addr", "df", "mpi"]
 
 
 def test_an_unknown_output_without_a_prompt_does_not_swallow_the_next_one() -> None:
-    text = SMI_TABLE + pasted("netns-ip-a.txt")
+    text = DF + pasted("netns-ip-a.txt")
     assert kinds_of(text, KINDS) == [None, "ip addr"]
-    assert kinds_of(text, [*KINDS, SMI]) == ["smi-banner", "ip addr"]
+    assert kinds_of(text, [*KINDS, DF_KIND]) == ["df", "ip addr"]
+
+
+def test_a_table_top_border_joins_the_output_below_it() -> None:
+    table = "+------+\n| Filesystem 1 |\n+------+\n"
+    banner = Kind("banner", lambda line: "| Filesystem" in line, lambda text: {"values": {}})
+    [segment] = split(table, [*KINDS, banner])
+    assert segment.kind is banner and segment.first_line == 1
 
 
 def test_prompts_of_many_shells() -> None:
@@ -62,3 +63,7 @@ def test_prompts_of_many_shells() -> None:
 def test_comments_and_blank_lines_make_no_segments() -> None:
     text = "# on node gpu1:\n\n\n" + pasted("openmpi-mpirun-version.txt") + "\n\n"
     assert kinds_of(text, KINDS) == ["mpi"]
+
+
+def test_other_package_listings_are_not_ompi_info() -> None:
+    assert kinds_of("Package: cuda-toolkit-12-4\nVersion: 12.4.1-1\n", KINDS) == [None]
