@@ -23,7 +23,7 @@ PROMPT = re.compile(
     r"\s?)?[$#%>]\s+(?P<cmd>[A-Za-z_./][^\n]*)$"
 )
 
-HEAD_LINES = 2
+HEAD_LINES = 5  # an XML declaration, a DOCTYPE and a comment before <nvidia_smi_log>
 
 # A bare "# ..." line is a comment people add to a paste, not root's prompt (no output here
 # begins a line with "# "); "root@gpu1:~# ibstat" is a prompt.

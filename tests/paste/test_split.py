@@ -7,10 +7,10 @@ from doctor.paste.kind import Kind
 from doctor.paste.split import split
 from tests.paste.pastekit import pasted
 
-# Output no kind knows (`df -h`, captured), and a stand-in kind that would know it, as another
+# Output no kind knows (`lscpu`, captured), and a stand-in kind that would know it, as another
 # module's kinds (the NVIDIA ones) join the registry.
-DF = pasted("df-h.txt")
-DF_KIND = Kind("df", lambda line: line.startswith("Filesystem "), lambda text: {"values": {}})
+LSCPU = pasted("lscpu.txt")
+LSCPU_KIND = Kind("lscpu", lambda line: line.startswith("Architecture:"), lambda _: {"values": {}})
 
 
 def kinds_of(text: str, kinds: list[Kind]) -> list[str | None]:
@@ -26,23 +26,23 @@ def test_an_unknown_kind_between_two_known_ones_is_its_own_segment() -> None:
     text = (
         "$ ip a\n"
         + pasted("netns-ip-a.txt")
-        + "$ df -h\n"
-        + DF
+        + "$ lscpu\n"
+        + LSCPU
         + "$ mpirun --version\n"
         + pasted("openmpi-mpirun-version.txt")
     )
     segments = split(text, KINDS)
     assert [s.kind.name if s.kind else None for s in segments] == ["ip addr", None, "mpi"]
-    assert segments[1].command == "df -h" and "/dev/shm" in segments[1].text
-    assert "/dev/shm" not in segments[0].text + segments[2].text
+    assert segments[1].command == "lscpu" and "Byte Order" in segments[1].text
+    assert "Byte Order" not in segments[0].text + segments[2].text
     # With a kind that knows it registered, the same paste splits into three known outputs.
-    assert kinds_of(text, [*KINDS, DF_KIND]) == ["ip addr", "df", "mpi"]
+    assert kinds_of(text, [*KINDS, LSCPU_KIND]) == ["ip addr", "lscpu", "mpi"]
 
 
 def test_an_unknown_output_without_a_prompt_does_not_swallow_the_next_one() -> None:
-    text = DF + pasted("netns-ip-a.txt")
+    text = LSCPU + pasted("netns-ip-a.txt")
     assert kinds_of(text, KINDS) == [None, "ip addr"]
-    assert kinds_of(text, [*KINDS, DF_KIND]) == ["df", "ip addr"]
+    assert kinds_of(text, [*KINDS, LSCPU_KIND]) == ["lscpu", "ip addr"]
 
 
 def test_a_table_top_border_joins_the_output_below_it() -> None:
