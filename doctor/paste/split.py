@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from doctor.paste.kind import Kind
 
 # A shell prompt that echoes a command: "$ ip a", "root@gpu1:~# ibstat", "[me@h dir]$ env",
-# "(venv) me@h:~/x$ mpirun --version", "PS> ...", "> ompi_info" (quoted in a Markdown issue).
+# "(venv) me@h:~/x$ mpirun --version", "% ompi_info", and Python's ">>> print(...)".
 PROMPT = re.compile(
-    r"^\s*(?:>\s*)?(?:\([^)\s]{1,64}\)\s*)?"
+    r"^\s*(?:>>>|(?:\([^)\s]{1,64}\)\s*)?"
     r"(?:(?:\[[^\]\n]{1,128}\]|[\w.-]{1,64}@[\w.-]{1,128}(?::[^\s$#]*)?|[\w.-]{1,64}:[~/][^\s$#]*)"
-    r"\s?)?[$#%>]\s+(?P<cmd>[A-Za-z_./][^\n]*)$"
+    r"\s?)?[$#%])\s+(?P<cmd>[A-Za-z_./][^\n]*)$"
 )
+# A Markdown quote ("> " before each line of a paste in an issue) is peeled off first.
+QUOTE = re.compile(r"^ {0,3}>(?: |$)")
 
 HEAD_LINES = 5  # an XML declaration, a DOCTYPE and a comment before <nvidia_smi_log>
 
@@ -66,6 +68,8 @@ def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
     current = Segment(None, 1)
     after_prompt = False  # the current segment began at a prompt and has no kind yet
     for number, line in enumerate(text.splitlines(), 1):
+        if quote := QUOTE.match(line):
+            line = line[quote.end() :]
         if COMMENT.match(line):
             continue
         prompt = PROMPT.match(line)

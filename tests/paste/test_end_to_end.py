@@ -89,3 +89,13 @@ def test_doctor_analyze_says_what_it_cannot_read(
     err = capsys.readouterr().err
     assert rc == 2
     assert "no command output recognised" in err and "ip addr" in err
+
+
+def test_doctor_analyze_names_what_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = "$ lscpu\n" + pasted("lscpu.txt") + "$ ip a\n" + pasted("netns-ip-a.txt")
+    (tmp_path / "n1.txt").write_text(text)
+    main(["analyze", str(tmp_path / "n1.txt"), "-f", "json"])
+    err = capsys.readouterr().err
+    assert "n1.txt line 1: not understood, skipped: lscpu" in err

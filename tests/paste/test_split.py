@@ -67,3 +67,20 @@ def test_comments_and_blank_lines_make_no_segments() -> None:
 
 def test_other_package_listings_are_not_ompi_info() -> None:
     assert kinds_of("Package: cuda-toolkit-12-4\nVersion: 12.4.1-1\n", KINDS) == [None]
+
+
+def test_a_markdown_quoted_paste() -> None:
+    quoted = "".join(
+        f"> {line}" for line in ("$ mpirun --version\n", *pasted("env.txt").splitlines(True))
+    )
+    segments = split(quoted + ">\n> " + pasted("netns-ip-a.txt").replace("\n", "\n> "), KINDS)
+    assert [s.kind.name if s.kind else None for s in segments] == ["env", "ip addr"]
+    assert segments[1].lines[0].startswith("1: lo:")
+
+
+def test_python_prompts() -> None:
+    text = ">>> from mpi4py import MPI\n>>> MPI.Get_library_version()\n" + pasted(
+        "openmpi-library-version.txt"
+    )
+    [segment] = split(text, KINDS)
+    assert segment.command == "MPI.Get_library_version()" and segment.kind is not None
