@@ -30,6 +30,7 @@ from doctor.paste.split import split
 MAX_INPUT_BYTES = 8 << 20
 MAX_LINE_CHARS = 16 << 10
 MAX_FOLDER_FILES = 512
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NODE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
 SECTIONS = ("files", "dirs", "links", "commands", "values")
 
@@ -117,8 +118,10 @@ def _binary(data: bytes) -> bool:
 
 
 def text_of(data: bytes) -> str:
-    """Bytes as text: UTF-8 (bad bytes replaced), no BOM, LF line ends."""
+    """Bytes as text: UTF-8 (bad bytes replaced), no BOM, LF line ends, no terminal colours
+    (`ip -c a`, a session recorded with its escape sequences)."""
     text = data.decode("utf-8", "replace").lstrip("\ufeff")
+    text = _ANSI.sub("", text)
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

@@ -166,3 +166,9 @@ def test_bsd_style_ifconfig_netmask() -> None:
         "fe80::1c2a:5bff:fe00:1/64",
     ]
     assert en0.state() == "up" and net_of(text).interfaces["lo0"].kind == "loopback"
+
+
+def test_colour_escapes_are_peeled() -> None:
+    net = net_of(pasted("netns-ip-color-a.txt"))
+    assert net.interfaces["eth0"].addresses[0].text() == "198.18.44.2/24"
+    assert set(net.interfaces) == {"lo", "eth0", "eth1"}
