@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.capture import Capture, CommandResult
-from doctor.explain.nccl_log import parse_nccl_log
 from doctor.facts.child import last_words, marked
 from doctor.facts.frameworks import torch_build
 from doctor.model import Missing
@@ -246,6 +245,9 @@ def _from_log(cap: Capture) -> NcclFacts | Missing | None:
     text = cap.value(LOG_SLOT)
     if not isinstance(text, str):
         return None
+    # Imported here: only a pasted log needs the log reader, and probing must not load it.
+    from doctor.explain.nccl_log import parse_nccl_log
+
     log = parse_nccl_log(text.splitlines())
     if log.version is None:
         return Missing("the pasted NCCL_DEBUG=INFO log has no 'NCCL version' line", "absent")
