@@ -33,6 +33,8 @@ def _rdma(facts: NodeFacts) -> RdmaFacts:
 def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
     rdma = _rdma(facts)
     for hca in rdma.hcas:
+        if hca.ports and all(p.state is None for p in hca.ports):
+            continue  # no port's state was shown (a pasted `ibdev2netdev`): not judged
         if not any(p.active for p in hca.ports):
             yield Finding(
                 "rdma.no_active_port",
@@ -62,7 +64,9 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
                         "Give the RoCE netdev an IPv4/IPv6 address so the kernel adds RoCE v2 GIDs."
                     ),
                 )
-    if isinstance(rdma.uverbs, Missing) or not rdma.uverbs:
+    # Never looked at (pasted RDMA output shows neither /dev/infiniband nor libibverbs): unknown.
+    uverbs_unseen = isinstance(rdma.uverbs, Missing) and rdma.uverbs.kind == "unsupported"
+    if not uverbs_unseen and (isinstance(rdma.uverbs, Missing) or not rdma.uverbs):
         yield Finding(
             "rdma.no_uverbs",
             Severity.FAIL,
@@ -74,7 +78,8 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
                 ("docker run --device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1 ...",),
             ),
         )
-    if rdma.verbs_loadable is not True:
+    unseen = isinstance(rdma.verbs_loadable, Missing) and rdma.verbs_loadable.kind == "unsupported"
+    if rdma.verbs_loadable is not True and not unseen:
         why = rdma.verbs_loadable.reason if isinstance(rdma.verbs_loadable, Missing) else "?"
         yield Finding(
             "rdma.no_verbs",

@@ -1,4 +1,4 @@
-"""Captures on disk: the support bundle `doctor collect --save-raw` writes and `analyze` reads."""
+"""Captures on disk: the bundle `doctor collect --save-raw` writes (doctor/paste reads it back)."""
 
 from __future__ import annotations
 
@@ -6,30 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from doctor.capture import Capture, CaptureError
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts
-
-
-def load_capture_dir(folder: Path) -> dict[str, Capture]:
-    """Read ``<node>.json`` captures from a folder; a corrupt or unreadable one is a usage error."""
-    if not folder.is_dir():
-        raise UsageError(f"{folder}: not a readable folder of captures")
-    try:
-        paths = sorted(folder.glob("*.json"))
-    except OSError as exc:
-        raise UsageError(f"{folder}: {exc.strerror}") from None
-    if not paths:
-        raise UsageError(f"{folder}: no <node>.json captures in it")
-    results: dict[str, Capture] = {}
-    for path in paths:
-        try:
-            results[path.stem] = Capture(json.loads(path.read_bytes()))
-        except OSError as exc:
-            raise UsageError(f"{path}: {exc.strerror}") from None
-        except (ValueError, CaptureError) as exc:
-            raise UsageError(f"{path}: corrupt capture: {exc}") from None
-    return results
 
 
 def prepare(folder: Path) -> None:

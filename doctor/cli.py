@@ -224,18 +224,30 @@ def collect(
 
 @command()
 def analyze(
-    folder: Annotated[
-        Path, typer.Argument(help="A folder written by 'doctor collect --save-raw'.")
+    inputs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Captures ('doctor collect --save-raw' folders or files) or pasted command "
+            "output: FILE, DIR, NODE=FILE, or - for stdin. docs/paste.md lists what is read.",
+            show_default=False,
+        ),
     ],
     output: OutputOptions,
     checks: CheckSettings,
+    node: Annotated[
+        str | None, typer.Option("--node", help="The node that '-' (stdin) describes.")
+    ] = None,
 ) -> int:
-    """Run the checks on saved captures, as if the nodes were probed now."""
-    from doctor.captures import load_capture_dir
+    """Run the checks on saved captures or pasted output, as if the nodes were probed now."""
+    from doctor.paste import read_inputs, skipped
 
+    captures = read_inputs(inputs, stdin_node=node)
+    if not ui().quiet:
+        for line in (note for cap in captures.values() for note in skipped(cap)):
+            stderr_console().print(line, markup=False, highlight=False)
     request = Request(
         "analyze",
-        captures=load_capture_dir(folder),
+        captures=captures,
         checks=_checks(checks.include, checks.exclude),
         baseline=checks.baseline,
         nics_section=True,

@@ -11,10 +11,21 @@ from doctor.model import Missing
 
 # Banners of ``mpirun --version``, most specific first: Intel MPI is Hydra-based like MPICH, so
 # its banner must win over the generic "HYDRA build details" (as Horovod's detector does).
+# The same banners read ``ompi_info``, ``mpichversion`` and the MPI_Get_library_version strings
+# people paste (mpi4py's MPI.Get_library_version()); MVAPICH and Cray MPICH are MPICH-derived,
+# so their own names must win over MPICH's.
 _BANNERS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("Intel MPI", re.compile(r"Intel\(R\) MPI Library.*?Version\s+(\S+(?: Update \d+)?)")),
+    (
+        "Intel MPI",
+        re.compile(r"Intel\(R\) MPI Library[^\n]*?(?:Version\s+)?(\d+(?:\.\d+)*(?: Update \d+)?)"),
+    ),
+    ("MVAPICH", re.compile(r"MVAPICH2?[ \t]*(?:Version[ \t]*:?[ \t]*|[ \t])(\d[\w.]*)")),
+    ("Cray MPICH", re.compile(r"CRAY MPICH version\s+(\d[\w.]*)", re.I)),
     ("Open MPI", re.compile(r"\((?:Open MPI|OpenRTE)\)\s+(\S+)")),
     ("IBM Spectrum MPI", re.compile(r"IBM Spectrum MPI\D*(\d[\w.]*)")),
+    ("Open MPI", re.compile(r"^[ \t]*Open MPI:[ \t]*(\d[\w.]*)", re.M)),  # ompi_info
+    ("Open MPI", re.compile(r"^ompi:version:full:(\d[\w.]*)", re.M)),  # ompi_info --parsable
+    ("Open MPI", re.compile(r"Open MPI v(\d[\w.]*?)(?:,|\s|$)")),  # MPI_Get_library_version
     ("MPICH", re.compile(r"(?:HYDRA build details|MPICH).*?Version:\s+(\S+)", re.S)),
 )
 

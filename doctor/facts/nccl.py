@@ -6,6 +6,7 @@ import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from doctor.capture import Capture, CommandResult
 from doctor.facts.child import last_words, marked
@@ -14,6 +15,9 @@ from doctor.model import Missing
 
 # Must match NCCL_MARK in doctor/probe.py: the line the probe's child prints its result on.
 MARK = "@@cluster-doctor-nccl@@"
+# A pasted NCCL_DEBUG=INFO log (doctor/paste): the probe never writes this slot.
+LOG_SLOT = "nccl:debug_log"
+LOGGED = "NCCL_DEBUG=INFO log"  # the library's "path" when all we have is what its log said
 BANNER = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*?)\+cuda(\d+\.\d+)")
 SONAME = "libnccl.so.2"
 # ncclResult_t (nccl.h): what a failed call returned.
@@ -65,6 +69,9 @@ class NcclFacts:
     torch_pick: str | Missing | None
     net_plugins: tuple[str, ...]
     conf_files: tuple[NcclConf, ...]  # in NCCL's precedence order, highest first
+    # What a pasted NCCL_DEBUG=INFO log showed (version, CUDA, interfaces, transports per
+    # process: doctor/explain/nccl_log.py); None when no log was pasted.
+    log: dict[str, Any] | None = None
 
     def library(self, path: str | None) -> NcclLibrary | None:
         return next((lib for lib in self.libraries if lib.path == path), None)
@@ -233,7 +240,29 @@ def _conf_files(cap: Capture) -> tuple[NcclConf, ...]:
     return tuple(out)
 
 
-def parse_nccl(cap: Capture) -> NcclFacts:
+def _from_log(cap: Capture) -> NcclFacts | Missing | None:
+    """The NCCL a pasted log shows, as one library; None where no log was pasted."""
+    text = cap.value(LOG_SLOT)
+    if not isinstance(text, str):
+        return None
+    # Imported here: only a pasted log needs the log reader, and probing must not load it.
+    from doctor.explain.nccl_log import parse_nccl_log
+
+    log = parse_nccl_log(text.splitlines())
+    if log.version is None:
+        return Missing("the pasted NCCL_DEBUG=INFO log has no 'NCCL version' line", "absent")
+    unknown = Missing("not shown in an NCCL_DEBUG=INFO log", "unsupported")
+    lib = NcclLibrary(LOGGED, (), ("log",), log.version, log.cuda, unknown, "")
+    return NcclFacts((lib,), None, unknown, (), (), log.to_json())
+
+
+def parse_nccl(cap: Capture) -> NcclFacts | Missing:
+    logged = _from_log(cap)
+    if isinstance(cap.value("sys.path"), Missing) and isinstance(cap.command("ldconfig"), Missing):
+        # Nothing was searched for libraries (a paste): only a pasted log can say anything.
+        if logged is not None:
+            return logged
+        return Missing("no NCCL libraries were looked for, and no NCCL log", "unsupported")
     by_real: dict[str, tuple[list[str], list[str]]] = {}
     plugins: list[str] = []
     for path, source in _candidates(cap):

@@ -7,105 +7,22 @@ import json
 from dataclasses import dataclass
 
 from doctor.capture import Capture
+from doctor.facts.ipaddr import ip_entries, ip_interfaces
+from doctor.facts.netif import (
+    AF_INET,
+    AF_INET6,
+    ARPHRD_INFINIBAND,
+    ARPHRD_LOOPBACK,
+    IFF_RUNNING,
+    IFF_UP,
+    NETLINK_KINDS,
+    IfAddr,
+    Interface,
+    flag_bits,
+)
 from doctor.model import Missing
 
 ROOT = "/sys/class/net"
-IFF_UP = 0x1
-IFF_LOOPBACK = 0x8
-IFF_RUNNING = 0x40
-AF_INET = 2
-AF_INET6 = 10
-ARPHRD_INFINIBAND = 32
-ARPHRD_LOOPBACK = 772
-# Kinds the kernel names in IFLA_INFO_KIND that we report as they are.
-NETLINK_KINDS = {
-    "veth",
-    "bridge",
-    "bond",
-    "vlan",
-    "macvlan",
-    "macvtap",
-    "ipvlan",
-    "vxlan",
-    "geneve",
-    "wireguard",
-    "ipoib",
-    "dummy",
-    "tun",
-}
-
-
-@dataclass(frozen=True)
-class IfAddr:
-    """One address of an interface, the way getifaddrs() hands it to NCCL and Gloo."""
-
-    name: str
-    family: int  # AF_INET (2) or AF_INET6 (10)
-    address: str
-    prefixlen: int
-    flags: int  # the interface's flags (IFF_UP, IFF_RUNNING, ...) when listed
-    scope_id: int = 0  # IPv6 link-local: the interface index
-
-    @property
-    def ip(self) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-        return ipaddress.ip_address(self.address)
-
-    @property
-    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-        return ipaddress.ip_interface(f"{self.address}/{self.prefixlen}").network
-
-    @property
-    def link_local(self) -> bool:
-        return self.ip.is_link_local
-
-    @property
-    def loopback(self) -> bool:
-        return self.ip.is_loopback
-
-    @property
-    def scope(self) -> str:
-        if self.loopback:
-            return "host"
-        return "link" if self.link_local else "global"
-
-    def text(self) -> str:
-        return f"{self.address}/{self.prefixlen}"
-
-
-@dataclass(frozen=True)
-class Interface:
-    name: str
-    ifindex: int | None
-    kind: str  # physical, veth, bridge, bond, vlan, macvlan, ipvlan, vxlan, tun, tap, wireguard,
-    # ipoib, loopback, dummy, virtual
-    flags: int
-    mtu: int | None
-    carrier: bool | None  # None: unreadable (the kernel refuses while the link is down)
-    speed_mbps: int | None  # None: unknown (virtual links report a fake 10000, others -1)
-    operstate: str | None
-    master: str | None  # the bridge or bond this interface is enslaved to
-    slave_kind: str | None  # "bridge" or "bond" when enslaved
-    driver: str | None
-    pci_address: str | None
-    numa_node: int | None
-    addresses: tuple[IfAddr, ...]
-
-    @property
-    def up(self) -> bool:
-        return bool(self.flags & IFF_UP)
-
-    @property
-    def running(self) -> bool:
-        return bool(self.flags & IFF_RUNNING)
-
-    @property
-    def link_local_only(self) -> bool:
-        return bool(self.addresses) and all(a.link_local for a in self.addresses)
-
-    def state(self) -> str:
-        if not self.up:
-            return "down"
-        return "up" if self.running else "no-carrier"
 
 
 @dataclass(frozen=True)
@@ -207,14 +124,14 @@ def _ifaddrs(cap: Capture) -> tuple[tuple[IfAddr, ...], str]:
     result = cap.command("ip-addr")
     if isinstance(result, Missing) or result.rc != 0:
         return _if_inet6(cap), "if_inet6"
-    entries = json.loads(result.stdout)
+    entries = ip_entries(cap)
     out: list[IfAddr] = []
     for family, label in ((AF_INET, "inet"), (AF_INET6, "inet6")):
         for e in entries:
-            flags = _flag_bits(e.get("flags", []))
+            flags = flag_bits(e.get("flags", []))
             for a in e.get("addr_info", []):
-                if a.get("family") == label:
-                    scope = int(e["ifindex"]) if a.get("scope") == "link" else 0
+                if a.get("family") == label and "local" in a:
+                    scope = int(e.get("ifindex") or 0) if a.get("scope") == "link" else 0
                     out.append(
                         IfAddr(e["ifname"], family, a["local"], int(a["prefixlen"]), flags, scope)
                     )
@@ -236,11 +153,6 @@ def _if_inet6(cap: Capture) -> tuple[IfAddr, ...]:
         flags = _sysfs_flags(cap, f"{ROOT}/{cols[5]}")
         out.append(IfAddr(cols[5], AF_INET6, address, int(cols[2], 16), flags, scope))
     return tuple(out)
-
-
-def _flag_bits(names: list[str]) -> int:
-    bits = {"UP": IFF_UP, "LOOPBACK": IFF_LOOPBACK, "LOWER_UP": IFF_RUNNING}
-    return sum(bits.get(n, 0) for n in set(names))
 
 
 def _default_routes(cap: Capture) -> tuple[str, ...]:
@@ -273,11 +185,16 @@ def _resolved(cap: Capture) -> tuple[str | Missing, tuple[Resolved, ...] | Missi
 
 def parse_net(cap: Capture) -> NetFacts | Missing:
     names = cap.dir(ROOT)
-    if isinstance(names, Missing):
-        return names
     links = _linkinfo(cap)
     ifaddrs, source = _ifaddrs(cap)
     interfaces: list[Interface] = []
+    if isinstance(names, Missing):
+        # Sysfs never read (a pasted `ip addr` or `ifconfig`): what `ip -j addr` says, no more.
+        entries = ip_entries(cap) if names.kind == "unsupported" else []
+        if not entries:
+            return names
+        interfaces = ip_interfaces(entries, links, ifaddrs)
+        names = []
     for name in names:
         base = f"{ROOT}/{name}"
         link = links.get(name, {})

@@ -146,8 +146,10 @@ def _gdr(cap: Capture) -> str | None:
     return None
 
 
-def parse_rdma(cap: Capture) -> RdmaFacts:
+def parse_rdma(cap: Capture) -> RdmaFacts | Missing:
     listing = cap.dir(ROOT)
+    if isinstance(listing, Missing) and listing.kind == "unsupported":
+        return listing  # never looked at (a paste without RDMA output): unknown, not "none"
     hcas = []
     # No /sys/class/infiniband at all is the ordinary "no RDMA here", not a failure.
     for name in listing if isinstance(listing, list) else []:

@@ -66,8 +66,10 @@ def detect_container(cap: Capture) -> str | None:
     return None
 
 
-def parse_system(cap: Capture) -> SystemFacts:
+def parse_system(cap: Capture) -> SystemFacts | Missing:
     uname = cap.value("uname")
+    if isinstance(uname, Missing) and isinstance(cap.value("hostname"), Missing):
+        return uname  # nothing about the system was captured (a paste of other outputs)
     python = cap.value("python")
     os_release = cap.file("/etc/os-release")
     boot_id = cap.file("/proc/sys/kernel/random/boot_id")

@@ -46,6 +46,9 @@ def lookup_iface(net: NetFacts, name: str) -> Binding:
 def by_hostname(net: NetFacts, what: str) -> SocketChoice:
     """No interface named: resolve the hostname and bind the first address that binds."""
     resolved = net.hostname_addrs
+    if isinstance(resolved, Missing) and resolved.kind == "unsupported":
+        # Never looked up (pasted `ip addr` text): what the hostname resolves to is unknown.
+        return SocketChoice(f"{what} unset; the hostname's addresses are unknown", ())
     if isinstance(resolved, Missing) or not resolved:
         return SocketChoice(
             f"{what} unset; hostname {net.hostname} does not resolve",

@@ -1,0 +1,23 @@
+"""A pasted NCCL_DEBUG=INFO log: kept whole for doctor/facts/nccl.py, which reads it with the
+explain engine's NCCL log reader (doctor/explain/nccl_log.py): version, CUDA, interfaces,
+transports."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from doctor.facts.nccl import LOG_SLOT
+from doctor.paste.kind import Kind
+
+_OPENS = re.compile(r"\bNCCL (?:INFO|WARN|ATTN|TRACE) ")
+
+
+def parse(text: str) -> dict[str, Any]:
+    return {"values": {LOG_SLOT: {"value": text}}}
+
+
+NCCL_KINDS = [Kind("nccl log", lambda line: _OPENS.search(line) is not None, parse)]
+DESCRIPTIONS = {
+    "nccl log": "an NCCL_DEBUG=INFO log: NCCL and CUDA versions, interfaces and transports used",
+}

@@ -1,0 +1,232 @@
+"""Pasted `ibstat`, `ibv_devinfo` (-v), `rdma link`, `ibdev2netdev`, `show_gids` into RDMA sysfs.
+
+The probe reads /sys/class/infiniband (doctor/facts/rdma.py), the files these tools read too
+(libibumad and the kernel's verbs sysfs): each paste is written back into the entries it came
+from, in the kernel's own notation ("4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X)", "RoCE v2"), and
+only what it shows. `ibdev2netdev` shows which netdev an HCA port drives but not the port's
+state; /dev/infiniband and libibverbs are never shown by any of them and stay absent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from doctor.facts.rdma import ROOT
+from doctor.paste.kind import Kind, matcher
+
+# include/rdma/ib_verbs.h enum ib_port_state, and the names sysfs prints for it.
+_STATES = {"NOP": 0, "DOWN": 1, "INIT": 2, "INITIALIZING": 2, "ARMED": 3, "ACTIVE": 4}
+_STATES["ACTIVE_DEFER"] = _STATES["ACTIVEDEFER"] = 5
+# The physical port states, as sysfs names them (drivers/infiniband/core/sysfs.c).
+_PHYS = (
+    "",
+    "Sleep",
+    "Polling",
+    "Disabled",
+    "PortConfigurationTraining",
+    "LinkUp",
+    "LinkErrorRecovery",
+    "PhyTest",
+)
+_GID_TYPES = {"v1": "IB/RoCE v1", "v2": "RoCE v2"}
+
+
+class _Sysfs:
+    """The /sys/class/infiniband entries one paste shows, as a capture fragment."""
+
+    def __init__(self) -> None:
+        self.dirs: dict[str, set[str]] = {}
+        self.files: dict[str, str] = {}
+
+    def hca(self, name: str) -> str:
+        self.dirs.setdefault(ROOT, set()).add(name)
+        return f"{ROOT}/{name}"
+
+    def port(self, hca: str, number: str) -> str:
+        base = self.hca(hca)
+        self.dirs.setdefault(f"{base}/ports", set()).add(number)
+        return f"{base}/ports/{number}"
+
+    def listed(self, folder: str, entry: str) -> None:
+        self.dirs.setdefault(folder, set()).add(entry)
+
+    def fragment(self) -> dict[str, Any]:
+        if not self.dirs:
+            return {}
+        return {
+            "dirs": {path: {"entries": sorted(entries)} for path, entries in self.dirs.items()},
+            "files": {path: {"text": text + "\n"} for path, text in self.files.items()},
+        }
+
+
+def _state(name: str) -> str | None:
+    """'Active', 'PORT_ACTIVE', 'ACTIVE' → '4: ACTIVE' (None for a name it does not know)."""
+    key = name.upper().removeprefix("PORT_")
+    number = _STATES.get(key)
+    return None if number is None else f"{number}: {key}"
+
+
+def _phys(name: str) -> str | None:
+    """'LinkUp', 'LINK_UP', 'link_up' → '5: LinkUp'."""
+    key = name.replace("_", "").lower()
+    for number, known in enumerate(_PHYS):
+        if known and known.lower() == key:
+            return f"{number}: {known}"
+    return None
+
+
+def _value(line: str) -> tuple[str, str]:
+    key, _, value = line.partition(":")
+    return key.strip().lower(), value.strip()
+
+
+def parse_ibstat(text: str) -> dict[str, Any]:
+    sysfs = _Sysfs()
+    hca = port = None
+    for line in text.splitlines():
+        if m := re.match(r"^\s*CA '([^']+)'", line):
+            hca, port = m[1], None
+            sysfs.hca(hca)
+            continue
+        if hca is None:
+            continue
+        if m := re.match(r"^\s*Port (\d+):\s*$", line):
+            port = sysfs.port(hca, m[1])
+            continue
+        key, value = _value(line)
+        if key == "firmware version" and value:
+            sysfs.files[f"{ROOT}/{hca}/fw_ver"] = value
+        elif port is None or not value:
+            continue
+        elif key == "state" and (state := _state(value)):
+            sysfs.files[f"{port}/state"] = state
+        elif key == "physical state" and (phys := _phys(value)):
+            sysfs.files[f"{port}/phys_state"] = phys
+        elif key == "rate" and re.fullmatch(r"\d+(?:\.\d+)?", value):
+            sysfs.files[f"{port}/rate"] = f"{value} Gb/sec"
+        elif key == "link layer":
+            sysfs.files[f"{port}/link_layer"] = value
+    return sysfs.fragment()
+
+
+_SPEED = re.compile(r"([\d.]+)\s*Gbps")
+_WIDTH = re.compile(r"(\d+)X")
+_GID = re.compile(r"^\s*GID\[\s*(\d+)\]:\s*([0-9a-fA-F:]{39})(?:\s*,\s*(.+?))?\s*$")
+
+
+def parse_ibv_devinfo(text: str) -> dict[str, Any]:
+    sysfs = _Sysfs()
+    hca = port = None
+    width: dict[str, int] = {}
+    speed: dict[str, float] = {}
+    for line in text.splitlines():
+        if gid := _GID.match(line):
+            if port is not None:
+                sysfs.listed(f"{port}/gids", gid[1])
+                sysfs.files[f"{port}/gids/{gid[1]}"] = gid[2].lower()
+                kind = {"RoCE v1": "IB/RoCE v1"}.get(gid[3] or "", gid[3])  # sysfs's names
+                if kind in ("IB/RoCE v1", "RoCE v2"):
+                    sysfs.files[f"{port}/gid_attrs/types/{gid[1]}"] = kind
+            continue
+        key, value = _value(line)
+        if key == "hca_id" and value:
+            hca, port = value.split()[0], None
+            sysfs.hca(hca)
+        elif hca is None or not value:
+            continue
+        elif key == "fw_ver":
+            sysfs.files[f"{ROOT}/{hca}/fw_ver"] = value
+        elif key == "board_id":
+            sysfs.files[f"{ROOT}/{hca}/board_id"] = value
+        elif key == "port" and value.isdigit():
+            port = sysfs.port(hca, value)
+        elif port is None:
+            continue
+        elif key == "state" and (state := _state(value.split()[0])):
+            sysfs.files[f"{port}/state"] = state
+        elif key == "phys_state" and (phys := _phys(value.split()[0])):
+            sysfs.files[f"{port}/phys_state"] = phys
+        elif key == "link_layer":
+            sysfs.files[f"{port}/link_layer"] = value
+        elif key == "active_width" and (w := _WIDTH.match(value)):
+            width[port] = int(w[1])
+        elif key == "active_speed" and (s := _SPEED.match(value)):
+            speed[port] = float(s[1])
+    for port, lanes in width.items():
+        if port in speed:  # sysfs: "200 Gb/sec (4X HDR)"; the generation is not shown here
+            sysfs.files[f"{port}/rate"] = f"{lanes * speed[port]:g} Gb/sec ({lanes}X)"
+    return sysfs.fragment()
+
+
+_RDMA_LINK = re.compile(r"^\s*(?:\d+/\d+:\s*)?link\s+(?P<dev>[^/\s]+)/(?P<port>\d+)\b(?P<rest>.*)$")
+
+
+def parse_rdma_link(text: str) -> dict[str, Any]:
+    sysfs = _Sysfs()
+    for line in text.splitlines():
+        m = _RDMA_LINK.match(line)
+        if not m:
+            continue
+        port = sysfs.port(m["dev"], m["port"])
+        rest = dict(re.findall(r"(\w+) (\S+)", m["rest"]))
+        if (state := _state(rest.get("state", ""))) is not None:
+            sysfs.files[f"{port}/state"] = state
+        if (phys := _phys(rest.get("physical_state", ""))) is not None:
+            sysfs.files[f"{port}/phys_state"] = phys
+        if "netdev" in rest:
+            sysfs.listed(f"{ROOT}/{m['dev']}/device/net", rest["netdev"])
+    return sysfs.fragment()
+
+
+_IBDEV2NETDEV = re.compile(r"^\s*(?P<dev>\S+) port (?P<port>\d+) ==> (?P<netdev>\S+)")
+
+
+def parse_ibdev2netdev(text: str) -> dict[str, Any]:
+    sysfs = _Sysfs()
+    for line in text.splitlines():
+        if m := _IBDEV2NETDEV.match(line):
+            sysfs.port(m["dev"], m["port"])
+            sysfs.listed(f"{ROOT}/{m['dev']}/device/net", m["netdev"])
+    return sysfs.fragment()
+
+
+_SHOW_GIDS_HEADER = re.compile(r"^\s*DEV\s+PORT\s+INDEX\s+GID\b")
+_SHOW_GIDS_ROW = re.compile(
+    r"^\s*(?P<dev>\S+)\s+(?P<port>\d+)\s+(?P<index>\d+)\s+(?P<gid>[0-9a-fA-F:]{39})\s+"
+    r"(?:\d{1,3}(?:\.\d{1,3}){3}\s+)?(?P<ver>v[12])\b\s*(?P<netdev>\S+)?"
+)
+
+
+def parse_show_gids(text: str) -> dict[str, Any]:
+    sysfs = _Sysfs()
+    for line in text.splitlines():
+        if not (m := _SHOW_GIDS_ROW.match(line)):
+            continue
+        port, index = sysfs.port(m["dev"], m["port"]), m["index"]
+        sysfs.listed(f"{port}/gids", index)
+        sysfs.files[f"{port}/gids/{index}"] = m["gid"].lower()
+        sysfs.files[f"{port}/gid_attrs/types/{index}"] = _GID_TYPES[m["ver"]]
+        if m["netdev"]:
+            sysfs.files[f"{port}/gid_attrs/ndevs/{index}"] = m["netdev"]
+    return sysfs.fragment()
+
+
+RDMA_KINDS = [
+    Kind("ibstat", matcher(r"\s*CA '[^']+'\s*$"), parse_ibstat),
+    Kind("ibv_devinfo", matcher(r"\s*hca_id:\s"), parse_ibv_devinfo),
+    Kind("rdma link", lambda line: _RDMA_LINK.match(line) is not None, parse_rdma_link),
+    Kind("ibdev2netdev", lambda line: _IBDEV2NETDEV.match(line) is not None, parse_ibdev2netdev),
+    Kind(
+        "show_gids",
+        lambda line: bool(_SHOW_GIDS_HEADER.match(line) or _SHOW_GIDS_ROW.match(line)),
+        parse_show_gids,
+    ),
+]
+DESCRIPTIONS = {
+    "ibstat": "`ibstat`: HCAs, firmware, port state, physical state, rate, link layer",
+    "ibv_devinfo": "`ibv_devinfo` (`-v` too): the same, with GIDs; the rate from width and speed",
+    "rdma link": "`rdma link`: port state, physical state and netdev per HCA port",
+    "ibdev2netdev": "`ibdev2netdev`: the netdev each HCA port drives (not the port's state)",
+    "show_gids": "`show_gids`: RoCE GIDs, their version (v1/v2) and netdev",
+}

@@ -1,0 +1,39 @@
+"""Every kind of output the paste reader understands, in the order a line is tried against them.
+
+Adding a kind is one entry in KINDS (a ``Kind(name, starts, parse)`` or a plain 3-tuple of the
+same) and, for docs/paste.md and the error line, one line in DESCRIPTIONS.
+"""
+
+from __future__ import annotations
+
+from doctor.paste import env, mpi, nccl, net, rdma
+from doctor.paste.kind import Kind
+
+# Most specific first: an NCCL log line is tried before the looser shapes (`NAME=value`).
+KINDS: list[Kind] = [
+    Kind(*k)
+    for k in (
+        *nccl.NCCL_KINDS,
+        *mpi.MPI_KINDS,
+        *net.NET_KINDS,
+        *rdma.RDMA_KINDS,
+        *env.ENV_KINDS,
+    )
+]
+DESCRIPTIONS: dict[str, str] = {
+    **nccl.DESCRIPTIONS,
+    **mpi.DESCRIPTIONS,
+    **net.DESCRIPTIONS,
+    **rdma.DESCRIPTIONS,
+    **env.DESCRIPTIONS,
+}
+
+
+def kinds_line() -> str:
+    """The names of the kinds understood, for one line of an error message."""
+    return ", ".join(k.name for k in KINDS)
+
+
+def described() -> list[tuple[str, str]]:
+    """(name, what it yields) for every kind, in registry order."""
+    return [(k.name, DESCRIPTIONS.get(k.name, k.name)) for k in KINDS]

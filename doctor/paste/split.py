@@ -1,0 +1,95 @@
+"""Split one paste into segments, each the output of one command, and say which kind each is.
+
+A line that a kind's ``starts`` recognises opens a segment of that kind (a segment of the same
+kind goes on: every interface of ``ip addr`` opens like the first). A shell prompt line
+(``$ cmd``, ``user@host:~$ cmd``, ``[root@h ~]# cmd``) closes the segment before it: the output
+that follows belongs to whatever kind recognises its first lines, or to none, so an output that
+no kind knows between two known ones is reported on its own and swallows neither.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from doctor.paste.kind import Kind
+
+# A shell prompt that echoes a command: "$ ip a", "root@gpu1:~# ibstat", "[me@h dir]$ env",
+# "(venv) me@h:~/x$ mpirun --version", "% ompi_info", and Python's ">>> print(...)".
+PROMPT = re.compile(
+    r"^\s*(?:>>>|(?:\([^)\s]{1,64}\)\s*)?"
+    r"(?:(?:\[[^\]\n]{1,128}\]|[\w.-]{1,64}@[\w.-]{1,128}(?::[^\s$#]*)?|[\w.-]{1,64}:[~/][^\s$#]*)"
+    r"\s?)?[$#%])\s+(?P<cmd>[A-Za-z_./][^\n]*)$"
+)
+# A Markdown quote ("> " before each line of a paste in an issue) is peeled off first.
+QUOTE = re.compile(r"^ {0,3}>(?: |$)")
+
+HEAD_LINES = 5  # an XML declaration, a DOCTYPE and a comment before <nvidia_smi_log>
+
+# A bare "# ..." line is a comment people add to a paste, not root's prompt (no output here
+# begins a line with "# "); "root@gpu1:~# ibstat" is a prompt.
+COMMENT = re.compile(r"^\s*#(?:\s|$)")
+
+
+@dataclass
+class Segment:
+    """Consecutive lines of one paste, the kind that opened them (None: no kind did)."""
+
+    kind: Kind | None
+    first_line: int  # 1-based, in the paste
+    lines: list[str] = field(default_factory=list)
+    command: str | None = None  # the prompt's command, when one was echoed
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n" if self.lines else ""
+
+    def blank(self) -> bool:
+        return not any(line.strip() for line in self.lines)
+
+
+def _head(segment: Segment) -> bool:
+    """A few lines with no kind: the top of the output that follows rather than one of its own."""
+    return sum(1 for line in segment.lines if line.strip()) <= HEAD_LINES
+
+
+def _kind_of(line: str, kinds: Sequence[Kind]) -> Kind | None:
+    for kind in kinds:
+        if kind.starts(line):
+            return kind
+    return None
+
+
+def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
+    """The segments of a paste, in order; segments without output (a prompt alone, a comment,
+    blank lines) are dropped."""
+    segments: list[Segment] = []
+    current = Segment(None, 1)
+    after_prompt = False  # the current segment began at a prompt and has no kind yet
+    for number, line in enumerate(text.splitlines(), 1):
+        if quote := QUOTE.match(line):
+            line = line[quote.end() :]
+        if COMMENT.match(line):
+            continue
+        prompt = PROMPT.match(line)
+        kind = None if prompt else _kind_of(line, kinds)
+        if prompt:
+            segments.append(current)
+            current = Segment(None, number, command=prompt.group("cmd").strip())
+            after_prompt = True
+            continue
+        if kind is not None and (current.kind is None or kind.name != current.kind.name):
+            if current.kind is None and (after_prompt or _head(current)):
+                # The output the prompt announced; or, with no prompt, its own first lines
+                # (a table's top border) that no kind recognised.
+                current.kind = kind
+                if not current.lines:
+                    current.first_line = number
+            else:
+                segments.append(current)
+                current = Segment(kind, number)
+            after_prompt = False
+        current.lines.append(line)
+    segments.append(current)
+    return [s for s in segments if not s.blank()]
