@@ -94,3 +94,14 @@ NVIDIA_KINDS: list[Kind] = [
         lambda text: _command(f"{XID_SLOT}:{zlib.crc32(text.encode()):08x}", XID_ARGV, text),
     ),
 ]
+
+DESCRIPTIONS = {
+    "nvidia-smi": "the default table (old, classic, wide, MIG layouts): GPUs, driver and CUDA",
+    "nvidia-smi -q": "the full text report: GPUs and their health (ECC, PCIe, throttling, modes)",
+    "nvidia-smi -q -x": "the full report as XML: GPUs and their health",
+    "nvidia-smi --query-gpu --format=csv": "a --query-gpu CSV with its header line",
+    "/proc/driver/nvidia/version": "the kernel module's version, proprietary or open",
+    "nvcc --version": "the CUDA toolkit release",
+    "nvidia-smi topo -m": "the GPU/NIC topology matrix",
+    "kernel log (NVIDIA Xid)": "NVRM: Xid lines of dmesg or the journal",
+}

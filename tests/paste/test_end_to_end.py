@@ -99,3 +99,28 @@ def test_doctor_analyze_names_what_it_skipped(
     main(["analyze", str(tmp_path / "n1.txt"), "-f", "json"])
     err = capsys.readouterr().err
     assert "n1.txt line 1: not understood, skipped: lscpu" in err
+
+
+def test_nvidia_smi_and_ip_a_in_one_paste_find_driver_drift(tmp_path: Path) -> None:
+    # Each node pasted nvidia-smi, then ip a, in one file: the NVIDIA kinds and the network
+    # kinds split apart, and the two tables' drivers differ (470 against 570).
+    ip = "$ ip a\n" + pasted("netns-ip-a.txt")
+    fixtures = Path(__file__).parent.parent / "fixtures" / "nvidia"
+    inputs = []
+    for node, table in (("gpu1", "smi-table-classic.txt"), ("gpu2", "smi-table-wide.txt")):
+        path = tmp_path / f"{node}.txt"
+        path.write_text("$ nvidia-smi\n" + (fixtures / table).read_text() + ip)
+        inputs.append(str(path))
+    caps = read_inputs(inputs)
+    kinds = [s["kind"] for s in caps["gpu1"].raw["probe"]["segments"]]
+    assert kinds == ["nvidia-smi", "ip addr"]
+    cluster = ClusterFacts(nodes={n: parse_node(n, c) for n, c in caps.items()})
+    found = findings(run_checks(load_checks(), cluster))
+    assert "drift.driver" in found
+    assert {"470.182.03"} <= {
+        found["drift.driver"].data["value"],
+        found["drift.driver"].data["expected"],
+    }
+    report = Report.build("analyze", cluster, []).to_json()
+    assert report["nodes"]["gpu2"]["facts"]["gpus"]["gpus"]
+    assert report["nodes"]["gpu2"]["facts"]["net"]["interfaces"]
