@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from doctor.explain.engine import Partial, Scanner
-from doctor.explain.source import LogReadError, iter_chunks
+from doctor.explain.source import LogReadError, iter_blocks
 
 
 def cpus() -> int:
@@ -43,9 +43,8 @@ def scan_range(path: str, start: int, end: int) -> Partial:
         with open(path, "rb") as handle:
             handle.seek(start)
             line_no = 1
-            for batch in iter_chunks(handle, path, end - start):
-                scanner.feed_lines(batch, path, line_no)
-                line_no += len(batch)
+            for block in iter_blocks(handle, path, end - start):
+                line_no += scanner.feed_block(block, path, line_no)
     except OSError as exc:
         raise LogReadError(f"{path}: {exc.strerror or exc}") from None
     return scanner.partial()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Each pattern matches at the start of what is left; they are tried until none matches, so
 # stacked prefixes (`[1,3]<stderr>:[rank3]:[W1122 ...] host:12:34 [0] NCCL WARN`) peel in turn.
@@ -42,19 +42,21 @@ def _numbered(index: int, pattern: str) -> str:
 
 
 # One alternation tries the patterns in order at the start: one C call per peel. Each pattern
-# is wrapped in a group of its own, which closes last, so ``lastgroup`` names the one that
+# is wrapped in a group of its own, which closes last, so ``lastindex`` names the one that
 # matched and only its groups are read.
 _PREFIX = re.compile("|".join(f"(?P<p{i}>{_numbered(i, p)})" for i, p in enumerate(_PATTERNS)))
-_GROUPS: dict[str, list[tuple[str, str]]] = {f"p{i}": [] for i in range(len(_PATTERNS))}
-for _key in _PREFIX.groupindex:  # rank_2 -> ("rank", "rank_2") under p2
-    if "_" in _key:
-        _name, _index = _key.rsplit("_", 1)
-        _GROUPS[f"p{_index}"].append((_name, _key))
+# Where each pattern keeps the fields an origin takes, by the number of its wrapping group:
+# indexes into Match.groups() of (rank, host, pid, ts), -1 where the pattern has none.
+_FIELDS: dict[int, tuple[int, int, int, int]] = {}
+for _i in range(len(_PATTERNS)):
+    _rank, _host, _pid, _ts = (
+        _PREFIX.groupindex.get(f"{name}_{_i}", 0) - 1 for name in ("rank", "host", "pid", "ts")
+    )
+    _FIELDS[_PREFIX.groupindex[f"p{_i}"]] = (_rank, _host, _pid, _ts)
 _MAX_PEELS = 8
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Who printed a line and when, as far as its prefixes tell."""
 
     host: str | None = None
@@ -107,21 +109,21 @@ def strip_prefixes(line: str) -> tuple[str, Origin]:
     rank: int | None = None
     when: float | None = None
     rest = line.lstrip()
+    pos = 0
+    match = _PREFIX.match
     for _ in range(_MAX_PEELS):
-        m = _PREFIX.match(rest)
-        if m is None or m.end() == 0:
+        m = match(rest, pos)
+        if m is None or m.end() == pos:
             break
-        for name, key in _GROUPS[m.lastgroup or ""]:
-            value = m.group(key)
-            if value is None:
-                continue
-            if name == "rank" and rank is None:
-                rank = int(value)
-            elif name == "host" and host is None:
-                host = value
-            elif name == "pid" and pid is None:
-                pid = int(value)
-            elif name == "ts" and when is None:
-                when = _epoch(value)
-        rest = rest[m.end() :]
-    return rest, Origin(host, pid, rank, when)
+        groups = m.groups()
+        r, h, p, t = _FIELDS[m.lastindex or 0]
+        if r >= 0 and rank is None and groups[r] is not None:
+            rank = int(groups[r])
+        if h >= 0 and host is None:
+            host = groups[h]
+        if p >= 0 and pid is None and groups[p] is not None:
+            pid = int(groups[p])
+        if t >= 0 and when is None and groups[t] is not None:
+            when = _epoch(groups[t])
+        pos = m.end()
+    return rest[pos:], Origin(host, pid, rank, when)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from doctor.explain.engine import Scanner, context, findings
 from doctor.explain.nccl_log import MAX_PROCESSES, NcclLog
-from doctor.explain.source import MAX_LINE, iter_chunks
+from doctor.explain.source import MAX_LINE, iter_blocks
 from doctor.render.explain import explain_json
 from tests.explain.fixtures import LOGS, body
 
@@ -29,9 +29,8 @@ FRAGMENTS = sorted(
 def scan_bytes(data: bytes) -> Scanner:
     scanner = Scanner()
     line_no = 1
-    for batch in iter_chunks(io.BytesIO(data)):
-        scanner.feed_lines(batch, "input", line_no)
-        line_no += len(batch)
+    for block in iter_blocks(io.BytesIO(data)):
+        line_no += scanner.feed_block(block, "input", line_no)
     return scanner
 
 
