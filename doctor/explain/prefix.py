@@ -28,7 +28,8 @@ _PATTERNS = [
     r"\[?[IWEF](?P<ts>\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?)(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?",
     # srun -l / pdsh-style numeric task labels: "3: "
     r"(?P<rank>\d{1,6}): (?=\S)",
-    # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) ").
+    # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) "). Last: it
+    # is left out for lines without "NCCL " (below).
     (
         r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
         r"(?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?(?=NCCL )"
@@ -41,18 +42,27 @@ def _numbered(index: int, pattern: str) -> str:
     return re.sub(r"\(\?P<(\w+)>", lambda m: f"(?P<{m.group(1)}_{index}>", pattern)
 
 
-# One alternation tries the patterns in order at the start: one C call per peel. Each pattern
-# is wrapped in a group of its own, which closes last, so ``lastindex`` names the one that
-# matched and only its groups are read.
-_PREFIX = re.compile("|".join(f"(?P<p{i}>{_numbered(i, p)})" for i, p in enumerate(_PATTERNS)))
-# Where each pattern keeps the fields an origin takes, by the number of its wrapping group:
-# indexes into Match.groups() of (rank, host, pid, ts), -1 where the pattern has none.
-_FIELDS: dict[int, tuple[int, int, int, int]] = {}
-for _i in range(len(_PATTERNS)):
-    _rank, _host, _pid, _ts = (
-        _PREFIX.groupindex.get(f"{name}_{_i}", 0) - 1 for name in ("rank", "host", "pid", "ts")
-    )
-    _FIELDS[_PREFIX.groupindex[f"p{_i}"]] = (_rank, _host, _pid, _ts)
+def _compile(patterns: list[str]) -> tuple[re.Pattern[str], dict[int, tuple[int, int, int, int]]]:
+    """One alternation that tries ``patterns`` in order at the start (one C call per peel), and
+    where each pattern keeps the fields an origin takes.
+
+    Each pattern is wrapped in a group of its own, which closes last, so ``lastindex`` names the
+    one that matched; the fields are indexes into Match.groups() of (rank, host, pid, ts), -1
+    where the pattern has none."""
+    regex = re.compile("|".join(f"(?P<p{i}>{_numbered(i, p)})" for i, p in enumerate(patterns)))
+    fields: dict[int, tuple[int, int, int, int]] = {}
+    for i in range(len(patterns)):
+        rank, host, pid, ts = (
+            regex.groupindex.get(f"{name}_{i}", 0) - 1 for name in ("rank", "host", "pid", "ts")
+        )
+        fields[regex.groupindex[f"p{i}"]] = (rank, host, pid, ts)
+    return regex, fields
+
+
+# NCCL's own prefix can start with any hostname, so trying it costs a scan of the first word at
+# every peel; lines without "NCCL " (most) use the alternation without it.
+_PREFIX = _compile(_PATTERNS)
+_PREFIX_NOT_NCCL = _compile(_PATTERNS[:-1])
 _MAX_PEELS = 8
 
 
@@ -102,21 +112,26 @@ def _epoch(stamp: str) -> float | None:
     return when.timestamp()
 
 
+_NOWHERE = Origin()
+
+
 def strip_prefixes(line: str) -> tuple[str, Origin]:
     """The message without its launcher/logger prefixes, and the origin those prefixes named."""
+    rest = line.lstrip()
+    regex, fields = _PREFIX if "NCCL " in rest else _PREFIX_NOT_NCCL
+    m = regex.match(rest)
+    if m is None:  # most messages of tracebacks and plain programs: nothing to peel
+        return rest, _NOWHERE
     host: str | None = None
     pid: int | None = None
     rank: int | None = None
     when: float | None = None
-    rest = line.lstrip()
     pos = 0
-    match = _PREFIX.match
     for _ in range(_MAX_PEELS):
-        m = match(rest, pos)
         if m is None or m.end() == pos:
             break
         groups = m.groups()
-        r, h, p, t = _FIELDS[m.lastindex or 0]
+        r, h, p, t = fields[m.lastindex or 0]
         if r >= 0 and rank is None and groups[r] is not None:
             rank = int(groups[r])
         if h >= 0 and host is None:
@@ -126,4 +141,5 @@ def strip_prefixes(line: str) -> tuple[str, Origin]:
         if t >= 0 and when is None and groups[t] is not None:
             when = _epoch(groups[t])
         pos = m.end()
+        m = regex.match(rest, pos)
     return rest[pos:], Origin(host, pid, rank, when)

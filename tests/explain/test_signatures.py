@@ -30,6 +30,8 @@ EXPECTED = {
         "gpu.xid.fell_off_bus",
     ],
     "format/slurm-oom.log": ["host.oom_killed"],
+    "format/nvml-mismatch.log": ["gpu.driver_mismatch"],
+    "format/nccl-internal-error.log": ["nccl.result.internal_error"],
     "format/torch-nccl-heartbeat.log": [
         "torch.nccl.watchdog_timeout",
         "torch.nccl.comm_aborted",
@@ -91,6 +93,7 @@ EXPECTED = {
     "real/torch-tcpstore-refused.log": ["torch.store.connect_timeout"],
     "real/torch-tcpstore-wait-clients.log": ["torch.store.wait_clients_timeout"],
     "real/torch-torchrun-rdzv-timeout.log": ["torch.rendezvous.timeout"],
+    "real/torch-store-port-in-use.log": ["torch.store.port_in_use"],
     "real/torch-dataloader-killed.log": ["torch.dataloader.worker_killed"],
     # The worker's own handler prints the bus error; the main process then reports the death.
     "real/torch-dataloader-bus-error.log": [
@@ -174,6 +177,7 @@ def test_real_captures_cover_what_can_fail_here() -> None:
         "torch.elastic.worker_failed",
         "host.oom_killed",
         "gloo.peer_lost",
+        "torch.store.port_in_use",
     ):
         assert code in real
 

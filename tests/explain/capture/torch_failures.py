@@ -101,6 +101,24 @@ def store_wait_clients() -> None:
     )
 
 
+def store_port_in_use() -> None:
+    """Rank 0 hosts the store on a port another socket of this machine already listens on."""
+    code = (
+        "import datetime, socket, torch.distributed as dist\n"
+        "taken = socket.socket()\n"
+        "taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "taken.bind(('0.0.0.0', 29619))\n"
+        "taken.listen()\n"
+        "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:29619', rank=0,"
+        " world_size=2, timeout=datetime.timedelta(seconds=3))\n"
+    )
+    save(
+        "torch-store-port-in-use.log",
+        "rank 0 of 2, tcp://127.0.0.1:29619 while another socket listens on 29619",
+        run([PY, "-c", code]),
+    )
+
+
 def init_unreachable() -> None:
     """init_process_group(env://) in a namespace with only loopback: MASTER_ADDR has no route."""
     ns = Netns(unique("cxu"))
@@ -217,6 +235,7 @@ SCENARIOS = [
     gloo_op_timeout,
     store_connect_timeout,
     store_wait_clients,
+    store_port_in_use,
     init_unreachable,
     torchrun_rendezvous_timeout,
     gloo_loopback_hostname,
