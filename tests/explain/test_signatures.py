@@ -94,6 +94,7 @@ EXPECTED = {
     "real/torch-tcpstore-wait-clients.log": ["torch.store.wait_clients_timeout"],
     "real/torch-torchrun-rdzv-timeout.log": ["torch.rendezvous.timeout"],
     "real/torch-store-port-in-use.log": ["torch.store.port_in_use"],
+    "real/torch-store-wait-timeout.log": ["torch.store.wait_timeout"],
     "real/torch-dataloader-killed.log": ["torch.dataloader.worker_killed"],
     # The worker's own handler prints the bus error; the main process then reports the death.
     "real/torch-dataloader-bus-error.log": [

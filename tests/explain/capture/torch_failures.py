@@ -101,6 +101,21 @@ def store_wait_clients() -> None:
     )
 
 
+def store_wait_timeout() -> None:
+    """A rank waits for a key no other rank ever writes (as when a peer died before init)."""
+    code = (
+        "import datetime, torch.distributed as dist\n"
+        "wait = datetime.timedelta(seconds=2)\n"
+        "store = dist.TCPStore('127.0.0.1', 29620, 1, True, timeout=wait)\n"
+        "store.get('rank_1_address')\n"
+    )
+    save(
+        "torch-store-wait-timeout.log",
+        "store on 127.0.0.1:29620, get of a key nobody sets, 2 s",
+        run([PY, "-c", code]),
+    )
+
+
 def store_port_in_use() -> None:
     """Rank 0 hosts the store on a port another socket of this machine already listens on."""
     code = (
@@ -236,6 +251,7 @@ SCENARIOS = [
     store_connect_timeout,
     store_wait_clients,
     store_port_in_use,
+    store_wait_timeout,
     init_unreachable,
     torchrun_rendezvous_timeout,
     gloo_loopback_hostname,
