@@ -116,6 +116,36 @@ def store_wait_timeout() -> None:
     )
 
 
+def healthy_store_server_late() -> None:
+    """A client starts 3 s before the store's server (as ranks do before rank 0): c10d logs each
+    refused attempt and retries, then connects; nothing failed."""
+    server = (
+        "import datetime, time, torch.distributed as dist\n"
+        "time.sleep(3)\n"
+        "wait = datetime.timedelta(seconds=20)\n"
+        "store = dist.TCPStore('127.0.0.1', 29621, 2, True, timeout=wait)\n"
+        "store.set('x', '1')\n"
+        "time.sleep(3)\n"
+    )
+    client = (
+        "import datetime, torch.distributed as dist\n"
+        "wait = datetime.timedelta(seconds=20)\n"
+        "store = dist.TCPStore('127.0.0.1', 29621, 2, False, timeout=wait)\n"
+        "print('client got', store.get('x'), flush=True)\n"
+    )
+    env = {**os.environ, "TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
+    started = subprocess.Popen(
+        [PY, "-c", server], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    out = run([PY, "-c", client], env)
+    save(
+        "healthy-store-server-late.log",
+        "TCPStore client 3 s before its server, TORCH_CPP_LOG_LEVEL=INFO "
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL; the client's output, then the server's",
+        out + started.communicate(timeout=60)[0],
+    )
+
+
 def store_port_in_use() -> None:
     """Rank 0 hosts the store on a port another socket of this machine already listens on."""
     code = (
@@ -252,6 +282,7 @@ SCENARIOS = [
     store_wait_clients,
     store_port_in_use,
     store_wait_timeout,
+    healthy_store_server_late,
     init_unreachable,
     torchrun_rendezvous_timeout,
     gloo_loopback_hostname,
