@@ -124,6 +124,8 @@ EXPECTED = {
     # Healthy runs with every debug log on: many INFO/WARNING lines, nothing to explain.
     "real/healthy-torchrun-gloo-debug.log": [],
     "real/healthy-dataloader.log": [],
+    # The late agent finds the rendezvous store's port taken by the first one, and joins.
+    "real/healthy-torchrun-two-agents.log": [],
     # c10d logs every refused attempt while the store's server is not up yet, then connects.
     "real/healthy-store-server-late.log": [],
 }

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -188,6 +189,27 @@ def healthy_torchrun_debug(folder: Path) -> None:
     )
 
 
+def healthy_torchrun_two_agents(folder: Path) -> None:
+    """Two torchrun agents of one c10d rendezvous on this host, the second 4 s late: the late one
+    finds the store's port taken (the first agent hosts it) and joins as a client."""
+    argv = [PY, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1"]
+    argv += ["--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29622", "--rdzv-id=late"]
+    argv += ["--max-restarts=0", str(folder / "worker.py")]
+    env = {**os.environ, "TORCH_CPP_LOG_LEVEL": "INFO", "LOGLEVEL": "INFO"}
+    first = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    time.sleep(4)
+    second = run(argv, env)
+    save(
+        "healthy-torchrun-two-agents.log",
+        "torchrun --nnodes=2 twice on this host (c10d rendezvous), the second 4 s late, Gloo "
+        "allreduce succeeds; TORCH_CPP_LOG_LEVEL=INFO LOGLEVEL=INFO; the first agent's output, "
+        "then the second's",
+        first.communicate(timeout=120)[0] + second,
+    )
+
+
 def healthy_dataloader() -> None:
     """Workers that start, warn and finish: nothing to explain."""
     code = (
@@ -221,6 +243,7 @@ def main(wanted: set[str]) -> None:
             "torchrun_worker_exception": lambda: torchrun_worker_exception(folder),
             "torchrun_worker_oom": lambda: torchrun_worker_oom(folder),
             "healthy_torchrun_debug": lambda: healthy_torchrun_debug(folder),
+            "healthy_torchrun_two_agents": lambda: healthy_torchrun_two_agents(folder),
             "healthy_dataloader": healthy_dataloader,
         }
         for name, scenario in scenarios.items():
