@@ -67,6 +67,7 @@ EXPECTED = {
     "format/nccl-shm-full.log": ["nccl.shm.full"],
     "format/nccl-shm-removed.log": ["nccl.shm.removed"],
     "format/torch-nccl-watchdog.log": ["torch.nccl.watchdog_timeout"],
+    "format/torch-nccl-last-error.log": ["nccl.result.system_error", "nccl.socket.connect_failed"],
     "real/mpi-host-key-unknown.log": ["ssh.host_key_failed", "mpi.daemons_failed"],
     "real/mpi-not-enough-slots.log": ["mpi.not_enough_slots"],
     "real/mpi-rank-exit.log": ["mpi.rank_exited"],
@@ -137,6 +138,8 @@ FIRST = {
     "real/torchrun-worker-exception.log": "torch.elastic.worker_failed",
     "real/torchrun-worker-oom-killed.log": "torch.elastic.worker_sigkill",
     "format/cuda-oom.log": "cuda.oom",
+    # NCCL_DEBUG unset: the cause is only in the "Last error:" PyTorch appends.
+    "format/torch-nccl-last-error.log": "nccl.socket.connect_failed",
     "format/torch-nccl-heartbeat.log": "torch.nccl.watchdog_timeout",
 }
 
