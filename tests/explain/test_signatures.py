@@ -23,6 +23,7 @@ EXPECTED = {
     "format/cuda-invalid-ordinal.log": ["cuda.invalid_device_ordinal"],
     "format/cuda-no-device.log": ["cuda.no_device"],
     "format/cuda-oom.log": ["cuda.oom", "torch.elastic.worker_failed"],
+    "format/cuda-cublas-alloc.log": ["cuda.oom"],
     "format/kernel-xid.log": [
         "gpu.xid",
         "gpu.xid.nvlink",
@@ -103,6 +104,7 @@ EXPECTED = {
         "torch.dataloader.worker_killed",
     ],
     "real/torch-dataloader-shm-full.log": ["torch.shm.full"],
+    "real/torch-dataloader-timeout.log": ["torch.dataloader.timeout"],
     "real/torch-share-memory-full.log": ["torch.shm.full"],
     "real/torch-shm-too-many-files.log": ["torch.shm.too_many_files"],
     # Rank 0 sees its peer vanish before torchrun's agent reports rank 1's death.
@@ -186,6 +188,7 @@ def test_real_captures_cover_what_can_fail_here() -> None:
         "host.oom_killed",
         "gloo.peer_lost",
         "torch.store.port_in_use",
+        "torch.dataloader.timeout",
     ):
         assert code in real
 

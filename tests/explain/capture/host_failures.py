@@ -106,6 +106,27 @@ def dataloader_bus_error() -> None:
     )
 
 
+def dataloader_timeout() -> None:
+    """A worker slower than the DataLoader's timeout (a stuck read, a dead filesystem)."""
+    code = (
+        "import time, torch\n"
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class Slow(Dataset):\n"
+        "    def __len__(self):\n"
+        "        return 8\n"
+        "    def __getitem__(self, i):\n"
+        "        time.sleep(5)\n"
+        "        return torch.zeros(2)\n"
+        "for batch in DataLoader(Slow(), num_workers=1, timeout=2):\n"
+        "    pass\n"
+    )
+    save(
+        "torch-dataloader-timeout.log",
+        "DataLoader(timeout=2), 1 worker taking 5 s a sample",
+        run([PY, "-c", code]),
+    )
+
+
 def dataloader_shm_full() -> None:
     out = run(["unshare", "-m", "sh", "-c", TINY_SHM, PY, "-c", LOADER], {"CAP_NUMEL": "262144"})
     save(
@@ -236,6 +257,7 @@ def main(wanted: set[str]) -> None:
         scenarios = {
             "dataloader_worker_killed": dataloader_worker_killed,
             "dataloader_bus_error": dataloader_bus_error,
+            "dataloader_timeout": dataloader_timeout,
             "dataloader_shm_full": dataloader_shm_full,
             "share_memory_full": share_memory_full,
             "shm_too_many_files": shm_too_many_files,
