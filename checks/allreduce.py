@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 V = TypeVar("V")
 # The programs whose messages a rank's own output can carry; launcher messages (ssh, mpirun,
 # horovodrun) never reach it, since the doctor starts the ranks itself.
-RANK_SOURCES = ("nccl", "pytorch", "gloo", "any")
+RANK_SOURCES = ("nccl", "pytorch", "cuda", "gloo", "any")
 NO_TORCH = "torch is not importable"  # the worker's words when the node's Python lacks torch
 
 CODES = {

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypeVar
 
 from doctor.explain.catalogue import Signature, catalogue
-from doctor.explain.keywords import KeywordFilter
+from doctor.explain.keywords import KeywordIndex
 from doctor.explain.nccl_log import KEYWORDS as NCCL_KEYWORDS
 from doctor.explain.nccl_log import NcclLog
 from doctor.explain.prefix import Origin, strip_prefixes
+from doctor.explain.source import MAX_LINE
 from doctor.model import Finding, Fix, Severity
 
 MAX_EVIDENCE = 3
@@ -20,6 +21,7 @@ MAX_EVIDENCE_CHARS = 300
 MAX_NAMES = 64  # hosts/ranks remembered per finding and in the context
 MAX_MESSAGE = 4096  # characters of a line the signatures are matched against
 MAX_CLOCKS = 4096  # (file, rank) pairs whose last timestamp is remembered
+MAX_PLANS = 4096  # keyword sets whose candidate signatures are remembered
 T = TypeVar("T", int, str)
 
 
@@ -100,9 +102,9 @@ def _any(hit: Hit) -> bool:
 
 
 @cache
-def _keyword_filter(keywords: frozenset[bytes]) -> KeywordFilter:
-    # Building the filter compiles a large regex; scanners over one catalogue share it.
-    return KeywordFilter(keywords)
+def _keyword_index(keywords: tuple[bytes, ...]) -> KeywordIndex:
+    # Scanners over one catalogue (the parts of a parallel scan, every allreduce rank) share it.
+    return KeywordIndex(keywords)
 
 
 class Scanner:
@@ -116,9 +118,13 @@ class Scanner:
                 by_keyword.setdefault(kw, []).append(index)
         for kw in NCCL_KEYWORDS:
             by_keyword.setdefault(kw, [])
-        self._by_keyword = {kw.encode(): tuple(v) for kw, v in by_keyword.items()}
-        self._nccl_keywords = {kw.encode() for kw in NCCL_KEYWORDS}
-        self._filter = _keyword_filter(frozenset(self._by_keyword))
+        self._index = _keyword_index(tuple(kw.encode() for kw in by_keyword))
+        # Per keyword (by its index): the signatures that list it, and whether NCCL's context
+        # parser reads lines holding it.
+        self._candidates = tuple(tuple(v) for v in by_keyword.values())
+        self._nccl = tuple(kw in NCCL_KEYWORDS for kw in by_keyword)
+        # What to try on a line holding a given set of keywords, worked out once per set.
+        self._plans: dict[tuple[int, ...], tuple[tuple[int, ...], bool]] = {}
         self.result = Explanation()
         self._order = 0
         # The last timestamp seen per (file, rank): a line without one is taken to be from
@@ -131,38 +137,42 @@ class Scanner:
         # gives the sightings still waiting for a stamp in the part before it (absorb).
         self._first_stamp: dict[tuple[str, int | None], float] = {}
 
-    def reads(self, line: bytes) -> bool:
-        """Whether a line gets past the keyword filter (and so costs more than a scan)."""
-        return self._filter.maybe(line) is not None
-
     def feed_lines(self, lines: list[bytes], source: str, first_line_no: int) -> None:
-        """Scan a batch of lines (without their newlines); ``first_line_no`` is the 1-based
+        """Scan a list of lines (without their newlines); ``first_line_no`` is the 1-based
         number of ``lines[0]``."""
-        # One search over the whole batch finds the lines worth reading: the others (most of
-        # a log) never reach Python code.
-        block = b"\n".join(lines)
-        search = self._filter.maybe
-        pos, line_no = 0, first_line_no
-        while (m := search(block, pos)) is not None:
-            start = block.rfind(b"\n", pos, m.start()) + 1 or pos
-            end = block.find(b"\n", m.end())
-            if end < 0:
-                end = len(block)
-            line_no += block.count(b"\n", pos, start)
-            self._scan(block[start:end], source, line_no)
-            pos, line_no = end + 1, line_no + 1
-        self.result.lines += len(lines)
+        self.feed_block(b"\n".join(lines) + b"\n" if lines else b"", source, first_line_no)
 
-    def _scan(self, raw: bytes, source: str, line_no: int) -> None:
-        found = self._filter.found(raw)
-        if not found:
-            return
+    def feed_block(self, block: bytes, source: str, first_line_no: int) -> int:
+        """Scan a block of whole lines (the last may lack its newline) and return how many it
+        held; ``first_line_no`` is the 1-based number of its first line. Only the first
+        MAX_LINE bytes of a line are read."""
+        # One pass over the whole block finds the lines worth reading: the others (most of a
+        # log) never reach Python code.
+        line_no, counted = first_line_no, 0
+        for start, end, found in self._index.lines(block, MAX_LINE):
+            line_no += block.count(b"\n", counted, start)
+            counted = start
+            self._scan(block[start:end], found, source, line_no)
+        lines = block.count(b"\n") + (not block.endswith(b"\n") and len(block) > 0)
+        self.result.lines += lines
+        return lines
+
+    def _plan(self, found: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
+        plan = self._plans.get(found)
+        if plan is None:
+            candidates = tuple(sorted({i for kw in found for i in self._candidates[kw]}))
+            plan = (candidates, any(self._nccl[kw] for kw in found))
+            if len(self._plans) < MAX_PLANS:
+                self._plans[found] = plan
+        return plan
+
+    def _scan(self, raw: bytes, found: tuple[int, ...], source: str, line_no: int) -> None:
+        candidates, nccl = self._plan(found)
         text, origin = strip_prefixes(raw.decode("utf-8", "replace").rstrip("\r"))
         origin = self._timed(origin, source)
         self._note_origin(origin)
-        if found & self._nccl_keywords:
+        if nccl:
             self.result.nccl.feed(text, origin.host, origin.pid)
-        candidates = sorted({i for kw in found for i in self._by_keyword[kw]})
         # Real messages are short; the cut keeps any regex's worst case small on hostile lines.
         head = text[:MAX_MESSAGE]
         for index in candidates:
@@ -179,7 +189,7 @@ class Scanner:
                 self._clock[key] = origin.time
                 self._first_stamp.setdefault(key, origin.time)
             for hit in self._untimed.pop(key, ()):
-                hit.origin = replace(hit.origin, time=origin.time)
+                hit.origin = hit.origin._replace(time=origin.time)
             return origin
         when = self._clock.get(key)
         return origin if when is None else Origin(origin.host, origin.pid, origin.rank, when)
@@ -224,11 +234,11 @@ class Scanner:
         # Sightings here still waiting for a stamp take the part's first one.
         for key in [k for k in self._untimed if k in part.first_stamp]:
             for hit in self._untimed.pop(key):
-                hit.origin = replace(hit.origin, time=part.first_stamp[key])
+                hit.origin = hit.origin._replace(time=part.first_stamp[key])
         for hit in sorted(theirs.hits.values(), key=lambda h: h.order):
             key = (hit.source, hit.origin.rank)
             if hit.awaits_stamp and key in self._clock:  # the stamp before the part counts
-                hit.origin = replace(hit.origin, time=self._clock[key])
+                hit.origin = hit.origin._replace(time=self._clock[key])
             hit.line_no += line_offset
             hit.evidence = [(s, n + line_offset, e) for s, n, e in hit.evidence]
             known = mine.hits.get(hit.signature.code)

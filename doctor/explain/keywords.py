@@ -1,66 +1,49 @@
-"""Find which of many literal keywords a line holds, fast enough for gigabyte logs.
+"""Find the lines of a block that hold any of many literal keywords, in one pass over the block.
 
-`re` tries a pattern at every byte whose value can start it, so the filter searches for an
-*anchor* per keyword (the tail of the keyword that starts at its rarest byte) and confirms the
-whole keyword only on lines that hold an anchor. Most log lines then cost one C-level scan.
+Most lines of a log hold no keyword and should cost nothing in Python. An Aho-Corasick automaton
+(ahocorasick_rs, compiled Rust) finds every keyword occurrence in a megabyte block in one call,
+several times faster than `re` can search a trie of the same words (`re` tries the pattern at
+every byte whose value can start a keyword, and most bytes can); only the lines it found are
+then looked at in Python.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
 
-# Bytes by how common they are in logs, commonest first (measured on the real captures in
-# tests/fixtures/logs/real); a byte not listed counts as rarer than all of these.
-_COMMON = b" etornics/a1.l:-phd0ub3^f72y\n6k_mvg4x,5("
-_RANK = {b: len(_COMMON) - i for i, b in enumerate(_COMMON)}
-MIN_ANCHOR = 4
+import ahocorasick_rs
 
 
-def anchor(keyword: bytes) -> bytes:
-    """The tail of ``keyword`` (at least MIN_ANCHOR long) that starts at its rarest byte."""
-    last = max(1, len(keyword) - MIN_ANCHOR + 1)
-    start = min(range(last), key=lambda i: (_RANK.get(keyword[i], 0), i))
-    return keyword[start:]
-
-
-def trie_regex(words: Iterable[bytes]) -> bytes:
-    """One regex for many literals, as a trie (faster in `re` than a flat alternation).
-
-    Where one word is a prefix of another the longer one matches, so ``findall`` gives whole words.
-    """
-    root: dict[int, Any] = {}
-    for word in words:
-        node = root
-        for byte in word:
-            node = node.setdefault(byte, {})
-        node[-1] = {}  # a word ends here
-
-    def emit(node: dict[int, Any]) -> bytes:
-        branches = [
-            re.escape(bytes([b])) + emit(child) for b, child in sorted(node.items()) if b >= 0
-        ]
-        if not branches:
-            return b""
-        body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
-        return b"(?:" + body + b")?" if -1 in node else body
-
-    return emit(root)
-
-
-class KeywordFilter:
-    """Which of a fixed set of keywords occur in a line."""
+class KeywordIndex:
+    """Which of a fixed set of keywords each line of a block holds."""
 
     def __init__(self, keywords: Iterable[bytes]) -> None:
-        self._by_anchor: dict[bytes, list[bytes]] = {}
-        for kw in set(keywords):
-            self._by_anchor.setdefault(anchor(kw), []).append(kw)
-        self._regex = re.compile(trie_regex(self._by_anchor))
-        self.maybe = self._regex.search  # a cheap first test: None means no keyword is there
+        self.keywords = tuple(dict.fromkeys(keywords))  # unique, in order: index -> keyword
+        # A DFA, always: the library picks a slower NFA past some 100 keywords (half the speed
+        # with this catalogue's); the DFA of a few thousand states costs well under a megabyte.
+        self._automaton = ahocorasick_rs.BytesAhoCorasick(
+            self.keywords, implementation=ahocorasick_rs.Implementation.DFA
+        )
 
-    def found(self, line: bytes) -> set[bytes]:
-        """The keywords in ``line``."""
-        return {
-            kw for a in set(self._regex.findall(line)) for kw in self._by_anchor[a] if kw in line
-        }
+    def lines(self, block: bytes, max_line: int) -> Iterator[tuple[int, int, tuple[int, ...]]]:
+        """``(start, end, keyword indexes)`` for each line of ``block`` holding a keyword, in
+        order; ``block[start:end]`` is the line without its newline, cut to ``max_line`` bytes
+        (a keyword past the cut does not count)."""
+        line_end = -1
+        start = end = 0
+        found: list[int] = []
+        # Overlapping matches: every keyword present is reported, not only the longest.
+        for index, first, last in self._automaton.find_matches_as_indexes(block, overlapping=True):
+            if first >= line_end:  # keywords hold no newline: a match past the line is a new one
+                if found:
+                    yield start, end, tuple(found)
+                start = block.rfind(b"\n", 0, first) + 1
+                line_end = block.find(b"\n", last)
+                if line_end < 0:
+                    line_end = len(block)
+                end = min(line_end, start + max_line)
+                found = []
+            if last <= end:
+                found.append(index)
+        if found:
+            yield start, end, tuple(found)

@@ -12,13 +12,27 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import BinaryIO
 
 from doctor.explain.engine import Partial, Scanner
-from doctor.explain.source import LogReadError, iter_chunks
+from doctor.explain.source import CHUNK, LogReadError, iter_blocks
 
 
 def cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _next_line(handle: BinaryIO, at: int) -> int:
+    """Where the line after the one holding byte ``at`` starts (the end of the file if none).
+
+    Read in chunks, not with readline: a gigabyte without a newline must not be held at once."""
+    handle.seek(at)
+    while chunk := handle.read(CHUNK):
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return at + newline + 1
+        at += len(chunk)
+    return at
 
 
 def part_bounds(path: str, size: int, parts: int) -> list[tuple[int, int]]:
@@ -26,9 +40,7 @@ def part_bounds(path: str, size: int, parts: int) -> list[tuple[int, int]]:
     starts = [0]
     with open(path, "rb") as handle:
         for k in range(1, parts):
-            handle.seek(max(starts[-1], size * k // parts))
-            handle.readline()  # to the end of the line the cut fell in
-            at = handle.tell()
+            at = _next_line(handle, max(starts[-1], size * k // parts))
             if at >= size:
                 break
             if at > starts[-1]:
@@ -43,9 +55,8 @@ def scan_range(path: str, start: int, end: int) -> Partial:
         with open(path, "rb") as handle:
             handle.seek(start)
             line_no = 1
-            for batch in iter_chunks(handle, path, end - start):
-                scanner.feed_lines(batch, path, line_no)
-                line_no += len(batch)
+            for block in iter_blocks(handle, path, end - start):
+                line_no += scanner.feed_block(block, path, line_no)
     except OSError as exc:
         raise LogReadError(f"{path}: {exc.strerror or exc}") from None
     return scanner.partial()

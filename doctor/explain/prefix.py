@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Each pattern matches at the start of what is left; they are tried until none matches, so
 # stacked prefixes (`[1,3]<stderr>:[rank3]:[W1122 ...] host:12:34 [0] NCCL WARN`) peel in turn.
@@ -28,7 +28,8 @@ _PATTERNS = [
     r"\[?[IWEF](?P<ts>\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?)(?: +(?P<pid>\d+))? [^\]\s]+:\d+\]\s?",
     # srun -l / pdsh-style numeric task labels: "3: "
     r"(?P<rank>\d{1,6}): (?=\S)",
-    # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) ").
+    # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) "). Last: it
+    # is left out for lines without "NCCL " (below).
     (
         r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
         r"(?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?(?=NCCL )"
@@ -41,20 +42,31 @@ def _numbered(index: int, pattern: str) -> str:
     return re.sub(r"\(\?P<(\w+)>", lambda m: f"(?P<{m.group(1)}_{index}>", pattern)
 
 
-# One alternation tries the patterns in order at the start: one C call per peel. Each pattern
-# is wrapped in a group of its own, which closes last, so ``lastgroup`` names the one that
-# matched and only its groups are read.
-_PREFIX = re.compile("|".join(f"(?P<p{i}>{_numbered(i, p)})" for i, p in enumerate(_PATTERNS)))
-_GROUPS: dict[str, list[tuple[str, str]]] = {f"p{i}": [] for i in range(len(_PATTERNS))}
-for _key in _PREFIX.groupindex:  # rank_2 -> ("rank", "rank_2") under p2
-    if "_" in _key:
-        _name, _index = _key.rsplit("_", 1)
-        _GROUPS[f"p{_index}"].append((_name, _key))
+def _compile(patterns: list[str]) -> tuple[re.Pattern[str], dict[int, tuple[int, int, int, int]]]:
+    """One alternation that tries ``patterns`` in order at the start (one C call per peel), and
+    where each pattern keeps the fields an origin takes.
+
+    Each pattern is wrapped in a group of its own, which closes last, so ``lastindex`` names the
+    one that matched; the fields are indexes into Match.groups() of (rank, host, pid, ts), -1
+    where the pattern has none."""
+    regex = re.compile("|".join(f"(?P<p{i}>{_numbered(i, p)})" for i, p in enumerate(patterns)))
+    fields: dict[int, tuple[int, int, int, int]] = {}
+    for i in range(len(patterns)):
+        rank, host, pid, ts = (
+            regex.groupindex.get(f"{name}_{i}", 0) - 1 for name in ("rank", "host", "pid", "ts")
+        )
+        fields[regex.groupindex[f"p{i}"]] = (rank, host, pid, ts)
+    return regex, fields
+
+
+# NCCL's own prefix can start with any hostname, so trying it costs a scan of the first word at
+# every peel; lines without "NCCL " (most) use the alternation without it.
+_PREFIX = _compile(_PATTERNS)
+_PREFIX_NOT_NCCL = _compile(_PATTERNS[:-1])
 _MAX_PEELS = 8
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Who printed a line and when, as far as its prefixes tell."""
 
     host: str | None = None
@@ -100,28 +112,34 @@ def _epoch(stamp: str) -> float | None:
     return when.timestamp()
 
 
+_NOWHERE = Origin()
+
+
 def strip_prefixes(line: str) -> tuple[str, Origin]:
     """The message without its launcher/logger prefixes, and the origin those prefixes named."""
+    rest = line.lstrip()
+    regex, fields = _PREFIX if "NCCL " in rest else _PREFIX_NOT_NCCL
+    m = regex.match(rest)
+    if m is None:  # most messages of tracebacks and plain programs: nothing to peel
+        return rest, _NOWHERE
     host: str | None = None
     pid: int | None = None
     rank: int | None = None
     when: float | None = None
-    rest = line.lstrip()
+    pos = 0
     for _ in range(_MAX_PEELS):
-        m = _PREFIX.match(rest)
-        if m is None or m.end() == 0:
+        if m is None or m.end() == pos:
             break
-        for name, key in _GROUPS[m.lastgroup or ""]:
-            value = m.group(key)
-            if value is None:
-                continue
-            if name == "rank" and rank is None:
-                rank = int(value)
-            elif name == "host" and host is None:
-                host = value
-            elif name == "pid" and pid is None:
-                pid = int(value)
-            elif name == "ts" and when is None:
-                when = _epoch(value)
-        rest = rest[m.end() :]
-    return rest, Origin(host, pid, rank, when)
+        groups = m.groups()
+        r, h, p, t = fields[m.lastindex or 0]
+        if r >= 0 and rank is None and groups[r] is not None:
+            rank = int(groups[r])
+        if h >= 0 and host is None:
+            host = groups[h]
+        if p >= 0 and pid is None and groups[p] is not None:
+            pid = int(groups[p])
+        if t >= 0 and when is None and groups[t] is not None:
+            when = _epoch(groups[t])
+        pos = m.end()
+        m = regex.match(rest, pos)
+    return rest[pos:], Origin(host, pid, rank, when)

@@ -8,7 +8,7 @@ import stat
 from collections.abc import Iterable
 
 from doctor.explain.engine import Explanation, Scanner
-from doctor.explain.source import LogReadError, iter_chunks, open_log
+from doctor.explain.source import LogReadError, iter_blocks, open_log
 
 PARALLEL_FROM = 64 << 20  # bytes: a plain log this large is scanned on every CPU
 
@@ -38,9 +38,8 @@ def explain(
                     # start than it saves.
                     scan_file(scanner, name, info.st_size, parallel_from // 2)
                     continue
-            for batch in iter_chunks(stream, name):
-                scanner.feed_lines(batch, name, line_no)
-                line_no += len(batch)
+            for block in iter_blocks(stream, name):
+                line_no += scanner.feed_block(block, name, line_no)
         except LogReadError as exc:
             result.errors.append(str(exc))
         finally:

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 CHUNK = 1 << 20
-# A "line" longer than this (a binary file, a progress bar without newlines) is cut: its first
-# MAX_LINE bytes are kept and the rest, up to the next newline, is dropped.
+# A "line" longer than this (a binary file, a progress bar without newlines) is cut: only its
+# first MAX_LINE bytes are read (the Scanner), and only they are carried between reads.
 MAX_LINE = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -38,11 +38,14 @@ def open_log(name: str) -> BinaryIO:
     return buffered
 
 
-def iter_chunks(
-    stream: BinaryIO, name: str = "log", limit: int | None = None
-) -> Iterator[list[bytes]]:
-    """Yield lists of whole lines (without newline), reading at most CHUNK bytes at a time, and
-    at most ``limit`` bytes in all when given (one part of a file)."""
+def iter_blocks(stream: BinaryIO, name: str = "log", limit: int | None = None) -> Iterator[bytes]:
+    """Yield blocks of whole lines, each ending with a newline (but the last line of the stream
+    when it has none), reading at most CHUNK bytes at a time, and at most ``limit`` bytes in all
+    when given (one part of a file).
+
+    A line unfinished at the end of a read is carried to the next block; past MAX_LINE bytes
+    the rest of it, up to its newline, is dropped, so memory stays bounded on an endless line.
+    """
     # read1 returns what is decompressed so far, so a truncated gzip still yields its head.
     read = getattr(stream, "read1", stream.read)
     left = limit
@@ -54,7 +57,7 @@ def iter_chunks(
             block = read(want) if want else b""
         except (OSError, EOFError, zlib.error) as exc:
             if carry:
-                yield [carry]
+                yield carry
             raise LogReadError(f"{name}: {exc}") from None
         if not block:
             break
@@ -67,11 +70,9 @@ def iter_chunks(
                 if len(carry) > MAX_LINE:
                     carry, cut = carry[:MAX_LINE], True
             continue
-        lines = block[:end].split(b"\n")
-        lines[0] = carry if cut else (carry + lines[0])[:MAX_LINE]
+        yield carry + block[block.find(b"\n") if cut else 0 : end + 1]
         carry, cut = block[end + 1 :], False
         if len(carry) > MAX_LINE:
             carry, cut = carry[:MAX_LINE], True
-        yield lines
     if carry:
-        yield [carry]
+        yield carry

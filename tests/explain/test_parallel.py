@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,21 @@ def test_part_bounds_start_at_lines_and_cover_the_file(tmp_path: Path) -> None:
     assert part_bounds(str(path), 25, 8) == [(0, 11), (11, 22), (22, 25)]
     path.write_bytes(b"x" * 100)  # one line: one part, whatever was asked
     assert part_bounds(str(path), 100, 4) == [(0, 100)]
+
+
+def test_cutting_a_gigabyte_line_holds_no_more_than_a_chunk(tmp_path: Path) -> None:
+    """Part bounds are found by reading to the next newline, not by holding the line."""
+    path = tmp_path / "one-line.log"
+    with path.open("wb") as handle:
+        handle.truncate(1 << 30)  # sparse: a gigabyte of NULs without a newline
+        handle.seek(1 << 30)
+        handle.write(b"\nssh: connect to host node2 port 22: Connection refused\n")
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        bounds = part_bounds(str(path), size, 2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert bounds == [(0, (1 << 30) + 1), ((1 << 30) + 1, size)]
+    assert peak < 4 << 20, peak

@@ -15,6 +15,29 @@ from tests.explain.fixtures import LOGS, scan
 
 # The codes each fixture must produce, in the order the failures happened.
 EXPECTED = {
+    "format/cuda-device-assert.log": ["cuda.device_assert"],
+    "format/cuda-driver-too-old.log": ["cuda.driver_too_old"],
+    "format/cuda-ecc.log": ["cuda.ecc"],
+    "format/cuda-error-generic.log": ["cuda.error"],
+    "format/cuda-illegal-address.log": ["cuda.illegal_address"],
+    "format/cuda-invalid-ordinal.log": ["cuda.invalid_device_ordinal"],
+    "format/cuda-no-device.log": ["cuda.no_device"],
+    "format/cuda-oom.log": ["cuda.oom", "torch.elastic.worker_failed"],
+    "format/cuda-cublas-alloc.log": ["cuda.oom"],
+    "format/kernel-xid.log": [
+        "gpu.xid",
+        "gpu.xid.nvlink",
+        "gpu.xid.memory",
+        "gpu.xid.fell_off_bus",
+    ],
+    "format/slurm-oom.log": ["host.oom_killed"],
+    "format/nvml-mismatch.log": ["gpu.driver_mismatch"],
+    "format/nccl-internal-error.log": ["nccl.result.internal_error"],
+    "format/torch-nccl-heartbeat.log": [
+        "torch.nccl.watchdog_timeout",
+        "torch.nccl.comm_aborted",
+        "torch.nccl.heartbeat_timeout",
+    ],
     "format/horovod.log": ["horovod.no_common_interface", "horovod.shut_down"],
     "format/nccl-connect-failed.log": ["nccl.socket.connect_failed"],
     "format/nccl-context-gpu.log": [],
@@ -45,6 +68,7 @@ EXPECTED = {
     "format/nccl-shm-full.log": ["nccl.shm.full"],
     "format/nccl-shm-removed.log": ["nccl.shm.removed"],
     "format/torch-nccl-watchdog.log": ["torch.nccl.watchdog_timeout"],
+    "format/torch-nccl-last-error.log": ["nccl.result.system_error", "nccl.socket.connect_failed"],
     "real/mpi-host-key-unknown.log": ["ssh.host_key_failed", "mpi.daemons_failed"],
     "real/mpi-not-enough-slots.log": ["mpi.not_enough_slots"],
     "real/mpi-rank-exit.log": ["mpi.rank_exited"],
@@ -71,6 +95,54 @@ EXPECTED = {
     "real/torch-tcpstore-refused.log": ["torch.store.connect_timeout"],
     "real/torch-tcpstore-wait-clients.log": ["torch.store.wait_clients_timeout"],
     "real/torch-torchrun-rdzv-timeout.log": ["torch.rendezvous.timeout"],
+    "real/torch-store-port-in-use.log": ["torch.store.port_in_use"],
+    "real/torch-store-wait-timeout.log": ["torch.store.wait_timeout"],
+    "real/torch-dataloader-killed.log": ["torch.dataloader.worker_killed"],
+    # The worker's own handler prints the bus error; the main process then reports the death.
+    "real/torch-dataloader-bus-error.log": [
+        "torch.dataloader.bus_error",
+        "torch.dataloader.worker_killed",
+    ],
+    "real/torch-dataloader-shm-full.log": ["torch.shm.full"],
+    "real/torch-dataloader-timeout.log": ["torch.dataloader.timeout"],
+    "real/torch-share-memory-full.log": ["torch.shm.full"],
+    "real/torch-shm-too-many-files.log": ["torch.shm.too_many_files"],
+    # Rank 0 sees its peer vanish before torchrun's agent reports rank 1's death.
+    "real/torchrun-worker-sigkill.log": [
+        "gloo.peer_lost",
+        "torch.elastic.worker_sigkill",
+        "torch.elastic.worker_sigterm",
+    ],
+    "real/torchrun-worker-exception.log": [
+        "gloo.peer_lost",
+        "torch.elastic.worker_failed",
+        "torch.elastic.worker_sigterm",
+    ],
+    "real/torchrun-worker-oom-killed.log": [
+        "gloo.peer_lost",
+        "torch.elastic.worker_sigkill",
+        "torch.elastic.worker_sigterm",
+        "host.oom_killed",
+    ],
+    # Healthy runs with every debug log on: many INFO/WARNING lines, nothing to explain.
+    "real/healthy-torchrun-gloo-debug.log": [],
+    "real/healthy-dataloader.log": [],
+    # The late agent finds the rendezvous store's port taken by the first one, and joins.
+    "real/healthy-torchrun-two-agents.log": [],
+    # c10d logs every refused attempt while the store's server is not up yet, then connects.
+    "real/healthy-store-server-late.log": [],
+}
+
+# What each captured failure must be blamed on (the first error), not only that it is found.
+FIRST = {
+    "real/torch-dataloader-bus-error.log": "torch.dataloader.bus_error",
+    "real/torchrun-worker-sigkill.log": "torch.elastic.worker_sigkill",
+    "real/torchrun-worker-exception.log": "torch.elastic.worker_failed",
+    "real/torchrun-worker-oom-killed.log": "torch.elastic.worker_sigkill",
+    "format/cuda-oom.log": "cuda.oom",
+    # NCCL_DEBUG unset: the cause is only in the "Last error:" PyTorch appends.
+    "format/torch-nccl-last-error.log": "nccl.socket.connect_failed",
+    "format/torch-nccl-heartbeat.log": "torch.nccl.watchdog_timeout",
 }
 
 
@@ -82,6 +154,12 @@ def test_every_fixture_is_listed() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_fixture_codes_in_order(name: str) -> None:
     assert [f.code for f in findings(scan(LOGS / name))] == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(FIRST))
+def test_first_failure(name: str) -> None:
+    first = scan(LOGS / name).first_error()
+    assert first is not None and first.signature.code == FIRST[name]
 
 
 def test_every_signature_is_tested_on_a_fixture() -> None:
@@ -101,6 +179,16 @@ def test_real_captures_cover_what_can_fail_here() -> None:
         "mpi.orted_not_found",
         "mpi.daemons_failed",
         "torch.store.connect_timeout",
+        "torch.dataloader.worker_killed",
+        "torch.dataloader.bus_error",
+        "torch.shm.full",
+        "torch.shm.too_many_files",
+        "torch.elastic.worker_sigkill",
+        "torch.elastic.worker_failed",
+        "host.oom_killed",
+        "gloo.peer_lost",
+        "torch.store.port_in_use",
+        "torch.dataloader.timeout",
     ):
         assert code in real
 

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from doctor.explain.scan import explain
-from doctor.explain.source import MAX_LINE, LogReadError, iter_chunks, open_log
+from doctor.explain.source import MAX_LINE, LogReadError, iter_blocks, open_log
 from tests.explain.fixtures import LOGS, body
 
 SSH = body(LOGS / "real/ssh-permission-denied.log")
 
 
 def all_lines(data: bytes) -> list[bytes]:
-    return [line for batch in iter_chunks(io.BytesIO(data)) for line in batch]
+    text = b"".join(iter_blocks(io.BytesIO(data)))
+    return text.removesuffix(b"\n").split(b"\n") if text else []
 
 
 def test_lines_survive_chunk_boundaries() -> None:

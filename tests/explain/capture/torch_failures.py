@@ -101,6 +101,69 @@ def store_wait_clients() -> None:
     )
 
 
+def store_wait_timeout() -> None:
+    """A rank waits for a key no other rank ever writes (as when a peer died before init)."""
+    code = (
+        "import datetime, torch.distributed as dist\n"
+        "wait = datetime.timedelta(seconds=2)\n"
+        "store = dist.TCPStore('127.0.0.1', 29620, 1, True, timeout=wait)\n"
+        "store.get('rank_1_address')\n"
+    )
+    save(
+        "torch-store-wait-timeout.log",
+        "store on 127.0.0.1:29620, get of a key nobody sets, 2 s",
+        run([PY, "-c", code]),
+    )
+
+
+def healthy_store_server_late() -> None:
+    """A client starts 3 s before the store's server (as ranks do before rank 0): c10d logs each
+    refused attempt and retries, then connects; nothing failed."""
+    server = (
+        "import datetime, time, torch.distributed as dist\n"
+        "time.sleep(3)\n"
+        "wait = datetime.timedelta(seconds=20)\n"
+        "store = dist.TCPStore('127.0.0.1', 29621, 2, True, timeout=wait)\n"
+        "store.set('x', '1')\n"
+        "time.sleep(3)\n"
+    )
+    client = (
+        "import datetime, torch.distributed as dist\n"
+        "wait = datetime.timedelta(seconds=20)\n"
+        "store = dist.TCPStore('127.0.0.1', 29621, 2, False, timeout=wait)\n"
+        "print('client got', store.get('x'), flush=True)\n"
+    )
+    env = {**os.environ, "TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
+    started = subprocess.Popen(
+        [PY, "-c", server], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    out = run([PY, "-c", client], env)
+    save(
+        "healthy-store-server-late.log",
+        "TCPStore client 3 s before its server, TORCH_CPP_LOG_LEVEL=INFO "
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL; the client's output, then the server's",
+        out + started.communicate(timeout=60)[0],
+    )
+
+
+def store_port_in_use() -> None:
+    """Rank 0 hosts the store on a port another socket of this machine already listens on."""
+    code = (
+        "import datetime, socket, torch.distributed as dist\n"
+        "taken = socket.socket()\n"
+        "taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "taken.bind(('0.0.0.0', 29619))\n"
+        "taken.listen()\n"
+        "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:29619', rank=0,"
+        " world_size=2, timeout=datetime.timedelta(seconds=3))\n"
+    )
+    save(
+        "torch-store-port-in-use.log",
+        "rank 0 of 2, tcp://127.0.0.1:29619 while another socket listens on 29619",
+        run([PY, "-c", code]),
+    )
+
+
 def init_unreachable() -> None:
     """init_process_group(env://) in a namespace with only loopback: MASTER_ADDR has no route."""
     ns = Netns(unique("cxu"))
@@ -217,6 +280,9 @@ SCENARIOS = [
     gloo_op_timeout,
     store_connect_timeout,
     store_wait_clients,
+    store_port_in_use,
+    store_wait_timeout,
+    healthy_store_server_late,
     init_unreachable,
     torchrun_rendezvous_timeout,
     gloo_loopback_hostname,
