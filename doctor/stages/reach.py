@@ -26,9 +26,9 @@ from doctor.transport import BatchTransport, ExecResult, Transport
 from doctor.transport.launchers import launcher_for
 
 ALL_PAIRS_UP_TO = 32
-# Three SYNs (Linux sends them at 0, 1 and 3 s): a loaded node whose network stack runs late
-# (softirq work deferred to ksoftirqd, which then competes with every process) answers within
-# it, where 2 s failed healthy pairs on 128 nodes sharing 2 cores. A blackholed peer costs it once.
+# Three SYNs (Linux sends them at 0, 1 and 3 s) before a pair is called a timeout: one lost
+# SYN or a slow ARP resolution on a busy fabric is not a broken link. A blackholed peer costs it
+# once (every connect runs at the same time).
 CONNECT_TIMEOUT = 5.0
 DEADLINE = 10.0  # seconds an agent listens and connects once it may go
 READY_WITHIN = 20.0  # seconds every agent gets to have its listeners up

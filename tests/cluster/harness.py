@@ -99,6 +99,28 @@ def _keygen(path: Path, comment: str) -> str:
     return (path.with_suffix(".pub")).read_text().strip()
 
 
+# A real cluster has a switch, and a NIC and a kernel per node; here every node shares this
+# machine's kernel, so two of its tables are shared by the whole cluster and their defaults are
+# sized for one host. The ARP cache is one table for every namespace (gc_thresh3 1,024 entries:
+# 128 nodes each resolving their peers overflow it, "neighbor table overflow" in the kernel
+# log, and SYNs to unresolved peers time out), and every packet between nodes passes one per-CPU
+# backlog queue (veth delivers with netif_rx: 1,000 packets, where an ARP broadcast to 128 nodes
+# is 128 at once). What the test bed costs is not the doctor's: give both room for the cluster.
+KERNEL_TABLES_PER_NODE = {
+    "net/core/netdev_max_backlog": 1000,
+    "net/ipv4/neigh/default/gc_thresh1": 16,
+    "net/ipv4/neigh/default/gc_thresh2": 64,
+    "net/ipv4/neigh/default/gc_thresh3": 128,
+}
+
+
+def _roomy_kernel_tables(n: int) -> None:
+    for name, per_node in KERNEL_TABLES_PER_NODE.items():
+        path = Path("/proc/sys") / name
+        if int(path.read_text()) < per_node * n:
+            path.write_text(str(per_node * n))
+
+
 class Cluster:
     """N nodes with real sshd; see the module docstring. Build with :func:`make_cluster`."""
 
@@ -123,6 +145,7 @@ class Cluster:
     # -- construction --------------------------------------------------------------------------
     def _build(self, n: int, small_shm: set[str]) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        _roomy_kernel_tables(n)
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.controller_address}/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
