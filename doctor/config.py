@@ -47,6 +47,8 @@ def _read(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:  # tomllib decodes the whole file first
+        raise UsageError(f"{path}: not valid TOML: not UTF-8 text") from None
 
 
 # Commands are typed loosely: typer builds them on its own vendored copy of click, whose classes
