@@ -81,12 +81,21 @@ def parse_nccl_list(text: str) -> NcclList:
 
 
 # C atoi(): C-locale white space, one optional sign, ASCII digits; 0 when there are none.
-_ATOI = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+_ATOI = re.compile(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)")
 
 
 def _atoi(text: str) -> int:
+    """glibc's atoi: (int) strtol(), which saturates at the long range; the cast keeps the low
+    32 bits. Longer numbers than a long holds are never converted (int() refuses 4300 digits)."""
     m = _ATOI.match(text)
-    return int(m.group(1)) if m else 0
+    if not m:
+        return 0
+    sign, digits = m.group(1), m.group(2).lstrip("0")
+    long_max = (1 << 63) - 1
+    value = long_max + 1 if len(digits) > 19 else int(digits or "0")
+    value = min(value, long_max + (sign == "-"))
+    value = -value if sign == "-" else value
+    return (value + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
 def nccl_list_active(text: str | None) -> bool:
