@@ -14,6 +14,7 @@ from typing import Any
 from doctor.capture import Capture, CaptureError
 from doctor.errors import UsageError
 from doctor.facts.node import NodeFacts, parse_node
+from doctor.jsonable import loads
 
 
 def save_baseline(path: Path, raw: dict[str, Any]) -> None:
@@ -26,7 +27,7 @@ def save_baseline(path: Path, raw: dict[str, Any]) -> None:
 def load_baseline(path: Path) -> NodeFacts:
     """Parse a baseline file into the facts drift checks compare against; named by its hostname."""
     try:
-        capture = Capture(json.loads(path.read_bytes()))
+        capture = Capture(loads(path.read_bytes()))
     except OSError as exc:
         raise UsageError(f"--baseline {path}: {exc.strerror}") from None
     except (ValueError, CaptureError) as exc:

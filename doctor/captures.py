@@ -9,6 +9,7 @@ from pathlib import Path
 from doctor.capture import Capture, CaptureError
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts
+from doctor.jsonable import loads
 
 
 def load_capture_dir(folder: Path) -> dict[str, Capture]:
@@ -24,7 +25,7 @@ def load_capture_dir(folder: Path) -> dict[str, Capture]:
     results: dict[str, Capture] = {}
     for path in paths:
         try:
-            results[path.stem] = Capture(json.loads(path.read_bytes()))
+            results[path.stem] = Capture(loads(path.read_bytes()))
         except OSError as exc:
             raise UsageError(f"{path}: {exc.strerror}") from None
         except (ValueError, CaptureError) as exc:
