@@ -15,6 +15,7 @@ from rich.console import Console
 from doctor.errors import EXIT_INTERRUPTED, UsageError
 from doctor.flag import flag
 from doctor.model import Severity
+from doctor.whole import write_whole
 
 if TYPE_CHECKING:
     from doctor.render.terminal import Detail
@@ -150,7 +151,7 @@ def parse_fail_on(text: str) -> Severity:
 
 def _write(flag: str, path: Path, text: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")  # the XML declares UTF-8; locales vary
+        write_whole(path, text)  # UTF-8, as the XML declares (locales vary); whole or absent
     except OSError as exc:
         raise UsageError(f"{flag} {path}: {exc.strerror}") from None
 
