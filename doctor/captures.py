@@ -8,8 +8,10 @@ from pathlib import Path
 from doctor.capture import Capture, CaptureError
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts
+from doctor.files import read_bounded, write_whole
 from doctor.jsonable import loads
-from doctor.whole import write_whole
+
+MAX_CAPTURE = 64 << 20  # bytes: a probe capture is well under a megabyte
 
 
 def load_capture_dir(folder: Path) -> dict[str, Capture]:
@@ -25,7 +27,7 @@ def load_capture_dir(folder: Path) -> dict[str, Capture]:
     results: dict[str, Capture] = {}
     for path in paths:
         try:
-            results[path.stem] = Capture(loads(path.read_bytes()))
+            results[path.stem] = Capture(loads(read_bounded(path, MAX_CAPTURE)))
         except OSError as exc:
             raise UsageError(f"{path}: {exc.strerror}") from None
         except (ValueError, CaptureError) as exc:

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     import paramiko
 
 from doctor.errors import UsageError
+from doctor.files import read_bounded
 
 MAX_SLOTS = 1 << 16  # slots (ranks) one node may be given
+MAX_HOSTFILE = 16 << 20  # bytes: a million hosts fit
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def parse_hostfile_text(text: str, source: str) -> list[_Entry]:
 
 def read_hostfile(path: Path) -> list[_Entry]:
     try:
-        text = path.read_text()
+        text = read_bounded(path, MAX_HOSTFILE).decode()
     except OSError as exc:
         raise UsageError(f"--hostfile {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 from rich.console import Console
 
 from doctor.errors import EXIT_INTERRUPTED, UsageError
+from doctor.files import write_whole
 from doctor.flag import flag
 from doctor.model import Severity
-from doctor.whole import write_whole
 
 if TYPE_CHECKING:
     from doctor.render.terminal import Detail
