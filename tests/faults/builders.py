@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tests.cluster.harness import Cluster
 from tests.cluster.netns import sh
+from tests.cluster.slurm import Slurm
 
 
 def _in_mounts(c: Cluster, name: str, *argv: str) -> None:
@@ -181,3 +182,16 @@ def output_folder(path: Path, *, read_only: bool) -> Iterator[None]:
         yield
     finally:
         sh("umount", "-l", str(path))
+
+
+@contextlib.contextmanager
+def slurmd_revived(slurm: Slurm, name: str) -> Iterator[None]:
+    """After a scenario that kills the node: its slurmd is started again, and idle."""
+    try:
+        yield
+    finally:
+        proc = slurm.slurmds.get(name)
+        if proc is None or proc.poll() is not None:
+            slurm.stop_slurmd(name)
+            slurm.start_slurmd(next(n for n in slurm.nodes if n.name == name))
+            slurm.wait_idle([name], timeout=60)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.harness import Cluster, make_cluster
+from tests.cluster.slurm import Slurm, slurm_on
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +23,14 @@ def fault_cluster() -> Iterator[Cluster]:
             yield cluster
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def fault_slurm(fault_cluster: Cluster) -> Iterator[Slurm]:
+    """SLURM over the same nodes, for the srun column (started at its first run)."""
+    scratch = Path(tempfile.mkdtemp(prefix="cluster-doctor-slurm-", dir="/var/tmp"))
+    try:
+        with slurm_on(fault_cluster, scratch) as slurm:
+            yield slurm
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

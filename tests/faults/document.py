@@ -28,8 +28,9 @@ this machine (network namespaces joined by a bridge, each node with its own sshd
 test (tests/faults/test_matrix.py) that fails unless the doctor:
 
 - **ends within its deadline**: the time each command may take with the settings used
-  (`--connect-timeout 2`, `--deadline 10`): collect 20 s, allreduce 60 s, preflight 90 s; after
-  Ctrl-C, 5 s to exit;
+  (`--connect-timeout 2`, `--deadline 10`): collect 20 s, allreduce 60 s, preflight 90 s,
+  preflight through srun inside a `salloc` allocation (the **srun** rows) 100 s; after Ctrl-C,
+  5 s to exit;
 - **exits with the documented code**: 0 clean, 1 findings, 2 a usage error (one line naming
   the file), 130 interrupted; never 3 and never a traceback;
 - **reports every healthy node fully**: its facts are in the report (for `collect`, its capture

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -133,15 +132,16 @@ def run_doctor(
     faulty: frozenset[str],
     trigger: Trigger | None = None,
     timeout: float = 300,
+    env: dict[str, str] | None = None,
 ) -> Figures:
-    """One run of ``doctor <argv>``; stdout must be the JSON report (``-f json``) when one is
-    printed at all."""
+    """One run of the doctor's command line ``argv`` (maybe under salloc); stdout must be the
+    JSON report (``-f json``) when one is printed at all."""
     before = set(node_processes(c))
-    env = {**os.environ, "COLUMNS": "120"}
+    env = {**(env or os.environ), "COLUMNS": "120"}
     env.pop("DOCTOR_DEBUG", None)
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "doctor", *argv],
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -188,6 +188,19 @@ def run_doctor(
     )
 
 
+def _doctor_pid(pid: int) -> int:
+    """The doctor's own process: ``pid`` itself, or its child under salloc."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                stat = (entry / "stat").read_text()
+                parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+                if parent == pid and b"doctor" in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+    return pid
+
+
 def interrupt(c: Cluster, pid: int) -> None:
-    """Ctrl-C: SIGINT to the doctor's process group, as a terminal sends it."""
-    os.killpg(pid, signal.SIGINT)
+    """Ctrl-C: SIGINT to the doctor's process group, the one a terminal puts in the foreground
+    (salloc gives its command a group of its own and hands it the terminal)."""
+    os.killpg(os.getpgid(_doctor_pid(pid)), signal.SIGINT)

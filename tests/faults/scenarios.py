@@ -19,14 +19,15 @@ from tests.faults.runner import Trigger, interrupt
 
 NODES = ("node1", "node2", "node3")
 COMMANDS = ("preflight", "allreduce", "collect")
+WITH_SRUN = (*COMMANDS, "srun")  # where the fault means something to a SLURM allocation
 CONNECT_TIMEOUT = 2.0
 PROBE_DEADLINE = 10.0
 # What each command may take at most with these settings: connecting (2 s), the probe's
 # deadline (10 s) and the transport's grace after it (5 s), start-up and the report (3 s); then
 # the allreduce's phase deadlines where one stalls (a dead peer is seen at the next phase
 # boundary, 40 s covers launch and rendezvous); and for preflight the reachability and mesh
-# stages (30 s between them on 3 nodes).
-DEADLINES = {"collect": 20.0, "allreduce": 60.0, "preflight": 90.0}
+# stages (30 s between them on 3 nodes); under srun, preflight plus srun's launch grace (10 s).
+DEADLINES = {"collect": 20.0, "allreduce": 60.0, "preflight": 90.0, "srun": 100.0}
 INTERRUPT_DEADLINE = 5.0  # seconds from Ctrl-C to the exit
 SIZES = "4096,65536"  # two small sizes: the figures are about failures, not bandwidth
 
@@ -69,7 +70,9 @@ N3 = frozenset({"node3"})
 ANY = frozenset({0, 1})
 
 SCENARIOS = (
-    Scenario("healthy", "nothing broken (the reference row)", exits=frozenset({0})),
+    Scenario(
+        "healthy", "nothing broken (the reference row)", commands=WITH_SRUN, exits=frozenset({0})
+    ),
     Scenario(
         "blackholed",
         "node3 drops every packet (connects time out)",
@@ -140,12 +143,13 @@ SCENARIOS = (
         faulty=N3,
         unreachable=N3,
         trigger=Trigger("node3", "<cluster-doctor>", lambda c, pid: b.kill_node(c, "node3")),
+        commands=WITH_SRUN,
     ),
     Scenario(
         "killed-mid-allreduce",
         "every process on node3 is killed 1 s into its allreduce rank",
         on3(b.revived),
-        commands=("preflight", "allreduce"),
+        commands=("preflight", "allreduce", "srun"),
         faulty=N3,
         trigger=Trigger(
             "node3", "allreduce-worker", lambda c, pid: b.kill_node(c, "node3"), delay=1.0
@@ -157,18 +161,21 @@ SCENARIOS = (
         on3(b.shaped, "1mbit"),
         faulty=N3,
         exits=ANY,
+        commands=WITH_SRUN,
     ),
     Scenario(
         "output-read-only",
         "the controller's output folder is read-only",
         lambda c, workdir: b.output_folder(workdir / "out", read_only=True),
         exits=frozenset({2}),
+        commands=WITH_SRUN,
     ),
     Scenario(
         "output-full",
         "the controller's output folder has no byte free",
         lambda c, workdir: b.output_folder(workdir / "out", read_only=False),
         exits=frozenset({2}),
+        commands=WITH_SRUN,
     ),
     *(
         Scenario(
@@ -180,24 +187,36 @@ SCENARIOS = (
             interrupts=True,
         )
         for phase, marker, commands, delay in (
-            ("probe", "<cluster-doctor>", COMMANDS, 0.0),
+            ("probe", "<cluster-doctor>", WITH_SRUN, 0.0),
             ("reach", "reach-agent", ("preflight",), 0.0),
             ("mesh", "mesh-agent", ("preflight",), 0.0),
-            ("allreduce", "allreduce-worker", ("preflight", "allreduce"), 1.0),
+            ("allreduce", "allreduce-worker", ("preflight", "allreduce", "srun"), 1.0),
         )
     ),
 )
 
-CASES = [(s, cmd) for s in SCENARIOS for cmd in s.commands]
+# The srun column last: its SLURM is started once, for those runs only.
+CASES = sorted(
+    ((s, cmd) for s in SCENARIOS for cmd in s.commands), key=lambda case: case[1] == "srun"
+)
+
+
+DOCTOR = [sys.executable, "-m", "doctor"]
+# srun: preflight inside a 3-node allocation, as a batch user runs it.
+SALLOC = ["salloc", "-N3", "-w", "node[1-3]", "--immediate=20", "--quiet"]
 
 
 def doctor_argv(c: Cluster, command: str, out: Path) -> list[str]:
     """The command line a user would type, reports into ``out``."""
+    files = ["-f", "json", "--json", str(out / "report.json"), "--junit", str(out / "report.xml")]
+    probe = ["--python", sys.executable, "--deadline", str(PROBE_DEADLINE)]
+    if command == "srun":
+        return [*SALLOC, *DOCTOR, "preflight", "--launcher", "srun", *probe, *files,
+                "--sizes", SIZES]  # fmt: skip
     common = ["-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config), "--python", sys.executable]
     common += ["--connect-timeout", str(CONNECT_TIMEOUT)]
     if command == "collect":
-        return ["collect", *common, "--deadline", str(PROBE_DEADLINE), "--save-raw", str(out)]
-    files = ["-f", "json", "--json", str(out / "report.json"), "--junit", str(out / "report.xml")]
+        return [*DOCTOR, "collect", *common, *probe[2:], "--save-raw", str(out)]
     if command == "preflight":
-        common += ["--deadline", str(PROBE_DEADLINE)]
-    return [command, *common, *files, "--sizes", SIZES]
+        common += probe[2:]
+    return [*DOCTOR, command, *common, *files, "--sizes", SIZES]

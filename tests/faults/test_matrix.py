@@ -3,12 +3,15 @@ the doctor's promises (docs/reliability.md is generated from what these tests re
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.harness import Cluster
+from tests.cluster.slurm import Slurm
+from tests.faults.builders import slurmd_revived
 from tests.faults.results import record
 from tests.faults.runner import check_files, run_doctor
 from tests.faults.scenarios import CASES, Scenario, doctor_argv
@@ -19,11 +22,23 @@ pytestmark = pytest.mark.cluster
 @pytest.mark.parametrize(
     ("scenario", "command"), CASES, ids=[f"{s.name}-{cmd}" for s, cmd in CASES]
 )
-def test_fault(fault_cluster: Cluster, tmp_path: Path, scenario: Scenario, command: str) -> None:
+def test_fault(
+    fault_cluster: Cluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    scenario: Scenario,
+    command: str,
+) -> None:
     c = fault_cluster
     out = tmp_path / "out"
     out.mkdir()
-    with scenario.fault(c, tmp_path):
+    with contextlib.ExitStack() as stack:
+        env = None
+        if command == "srun":
+            slurm: Slurm = request.getfixturevalue("fault_slurm")
+            env = slurm.env
+            stack.enter_context(slurmd_revived(slurm, "node3"))
+        stack.enter_context(scenario.fault(c, tmp_path))
         figures = run_doctor(
             c,
             doctor_argv(c, command, out),
@@ -31,6 +46,7 @@ def test_fault(fault_cluster: Cluster, tmp_path: Path, scenario: Scenario, comma
             faulty=scenario.faulty,
             trigger=scenario.trigger,
             timeout=scenario.deadline(command) + 60,
+            env=env,
         )
         if command == "collect":  # its report is the captures it saved, one file per node
             saved = check_files([out])
