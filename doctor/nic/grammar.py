@@ -68,7 +68,9 @@ def parse_nccl_list(text: str) -> NcclList:
         if name != name.strip():
             problems.append(f"{name!r} has spaces: NCCL compares them literally")
         if len(name) > NCCL_MAX_TOKEN_LEN:
-            problems.append(f"{name[:20]}... is longer than NCCL's {NCCL_MAX_TOKEN_LEN}-byte limit")
+            problems.append(
+                f"{name[:20]!r}... is longer than NCCL's {NCCL_MAX_TOKEN_LEN}-byte limit"
+            )
         tokens.append(IfToken(name, _atoi(port) if colon else -1))
     if len(tokens) > NCCL_MAX_TOKENS:
         problems.append(f"{len(tokens)} entries: NCCL reads only the first {NCCL_MAX_TOKENS}")

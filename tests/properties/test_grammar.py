@@ -31,6 +31,7 @@ def one_line_problems(problems: tuple[str, ...]) -> None:
 @settings(max_examples=400, deadline=None)
 @given(VALUES, NAMES, st.integers(-1, 4))
 @example("mlx5_0:" + "9" * 5000, "mlx5_0", 1)  # more digits than int() takes by default
+@example("\r\n" + "0" * 70, "eth0", 0)  # a long name with a line break, quoted in one line
 @counted("NCCL_SOCKET_IFNAME / NCCL_IB_HCA")
 def test_nccl_list(text: str, name: str, port: int) -> None:
     parsed = parse_nccl_list(text)
