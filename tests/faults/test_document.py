@@ -10,7 +10,7 @@ from tests.faults.document import DOC, MATRIX_HEADER
 from tests.faults.results import REPO
 from tests.faults.scenarios import CASES
 
-# Every parser a property test counts (``@counted("...")``), wherever the test lives.
+# Every parser a property test counts (its counted decorator), wherever the test lives.
 PROPERTY_PARSERS = {
     name
     for path in (REPO / "tests").rglob("test_*.py")
