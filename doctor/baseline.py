@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from doctor.capture import Capture, CaptureError
+from doctor.captures import MAX_CAPTURE
 from doctor.errors import UsageError
 from doctor.facts.node import NodeFacts, parse_node
+from doctor.files import read_bounded
+from doctor.jsonable import loads
 
 
 def save_baseline(path: Path, raw: dict[str, Any]) -> None:
@@ -26,7 +29,7 @@ def save_baseline(path: Path, raw: dict[str, Any]) -> None:
 def load_baseline(path: Path) -> NodeFacts:
     """Parse a baseline file into the facts drift checks compare against; named by its hostname."""
     try:
-        capture = Capture(json.loads(path.read_bytes()))
+        capture = Capture(loads(read_bounded(path, MAX_CAPTURE)))
     except OSError as exc:
         raise UsageError(f"--baseline {path}: {exc.strerror}") from None
     except (ValueError, CaptureError) as exc:

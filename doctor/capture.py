@@ -30,9 +30,15 @@ class CommandResult:
 
 
 def _missing(entry: dict[str, Any], what: str) -> Missing:
-    err = entry.get("error") or {}
+    err = entry.get("error")
+    if not isinstance(err, dict):
+        return Missing(f"{what}: no detail", "failed")
     kind = _KINDS.get(str(err.get("kind")), "failed")
     return Missing(f"{what}: {err.get('detail', 'no detail')}", kind)
+
+
+def _corrupt(what: str) -> Missing:
+    return Missing(f"{what}: corrupt entry in the capture", "failed")
 
 
 class Capture:
@@ -48,24 +54,35 @@ class Capture:
 
     @property
     def probe_version(self) -> int:
-        return int(self.raw["probe"].get("version", 0))
+        version = self.raw["probe"].get("version", 0)
+        return version if isinstance(version, int) else 0
 
+    # A hand-edited or damaged capture may hold anything where an entry should be: each lookup
+    # checks the shape it relies on, so a parser sees a value of the right type or a Missing.
     def file(self, path: str) -> str | Missing:
         entry = self.raw.get("files", {}).get(path)
         if entry is None:
             return Missing(f"{path} was not captured", "unsupported")
+        if not isinstance(entry, dict) or not isinstance(entry.get("text", ""), str):
+            return _corrupt(path)
         return entry["text"] if "text" in entry else _missing(entry, path)
 
     def dir(self, path: str) -> list[str] | Missing:
         entry = self.raw.get("dirs", {}).get(path)
         if entry is None:
             return Missing(f"{path} was not listed", "unsupported")
-        return list(entry["entries"]) if "entries" in entry else _missing(entry, path)
+        if not isinstance(entry, dict) or not isinstance(entry.get("entries", []), list):
+            return _corrupt(path)
+        if "entries" not in entry:
+            return _missing(entry, path)
+        return [str(e) for e in entry["entries"]]
 
     def link(self, path: str) -> str | Missing:
         entry = self.raw.get("links", {}).get(path)
         if entry is None:
             return Missing(f"{path} was not read", "unsupported")
+        if not isinstance(entry, dict) or not isinstance(entry.get("target", ""), str):
+            return _corrupt(path)
         return entry["target"] if "target" in entry else _missing(entry, path)
 
     def command(self, name: str) -> CommandResult | Missing:
@@ -73,15 +90,18 @@ class Capture:
         entry = self.raw.get("commands", {}).get(name)
         if entry is None:
             return Missing(f"command {name!r} was not run", "unsupported")
+        if not isinstance(entry, dict):
+            return _corrupt(f"command {name!r}")
+        argv = entry.get("argv")
+        argv = tuple(str(a) for a in argv) if isinstance(argv, list) else ()
         if "rc" not in entry:
-            argv0 = (entry.get("argv") or [name])[0]
-            return _missing(entry, argv0)
+            return _missing(entry, argv[0] if argv else name)
+        try:
+            rc, seconds = int(entry["rc"]), float(entry.get("seconds", 0.0))
+        except (TypeError, ValueError, OverflowError):
+            return _corrupt(f"command {name!r}")
         return CommandResult(
-            tuple(entry.get("argv", ())),
-            int(entry["rc"]),
-            str(entry.get("stdout", "")),
-            str(entry.get("stderr", "")),
-            float(entry.get("seconds", 0.0)),
+            argv, rc, str(entry.get("stdout", "")), str(entry.get("stderr", "")), seconds
         )
 
     def value(self, name: str) -> Any:
@@ -89,6 +109,8 @@ class Capture:
         entry = self.raw.get("values", {}).get(name)
         if entry is None:
             return Missing(f"{name} was not captured", "unsupported")
+        if not isinstance(entry, dict):
+            return _corrupt(name)
         return entry["value"] if "value" in entry else _missing(entry, name)
 
     def paths(self, kind: str, prefix: str) -> list[str]:

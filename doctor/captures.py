@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from doctor.errors import UsageError
 from doctor.facts.cluster import ClusterFacts
+from doctor.files import write_whole
+
+MAX_CAPTURE = 64 << 20  # bytes: a probe capture is well under a megabyte
 
 
 def prepare(folder: Path) -> None:
@@ -21,18 +23,15 @@ def prepare(folder: Path) -> None:
 def save_captures(folder: Path, cluster: ClusterFacts) -> list[Path]:
     """One ``<node>.json`` per probed node; the paths written, in inventory order.
 
-    Each file appears whole or not at all (written aside, then renamed): a full disk leaves no
-    truncated capture for ``analyze`` to choke on later.
+    Each file appears whole or not at all: a full disk leaves no truncated capture for
+    ``analyze`` to choke on later.
     """
     written = []
     for name, facts in cluster.nodes.items():
         path = folder / f"{name}.json"
-        aside = path.with_name(f".{path.name}.part")
         try:
-            aside.write_text(json.dumps(facts.capture.raw, sort_keys=True))
-            os.replace(aside, path)
+            write_whole(path, json.dumps(facts.capture.raw, sort_keys=True))
         except OSError as exc:
-            aside.unlink(missing_ok=True)
             raise UsageError(f"--save-raw {folder}: {exc.strerror}") from None
         written.append(path)
     return written

@@ -11,6 +11,7 @@ from typing import Any
 
 from doctor.capture import Capture, CaptureError
 from doctor.inventory import Node
+from doctor.jsonable import loads
 from doctor.model import NodeFailure
 from doctor.transport import BatchTransport, ExecResult, Transport
 
@@ -49,7 +50,7 @@ def probe_argv(python: str | None, spec: dict[str, Any]) -> list[str]:
 
 def parse_capture_bytes(node: str, stdout: bytes) -> Capture | NodeFailure:
     try:
-        return Capture(json.loads(stdout))
+        return Capture(loads(stdout))
     except (ValueError, CaptureError) as exc:
         head = stdout[:120].decode("utf-8", "replace").strip()
         return NodeFailure(node, "node.bad_capture", f"probe output is not a capture: {exc}", head)

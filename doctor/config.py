@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.errors import UsageError
+from doctor.files import read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,6 +22,7 @@ else:  # tomllib is 3.11+; tomli is the same parser, packaged for 3.10
     import tomli as tomllib
 
 CONFIG_NAME = "doctor.toml"
+MAX_CONFIG = 1 << 20  # bytes
 PYPROJECT_TABLE = "cluster-doctor"
 
 
@@ -41,12 +43,13 @@ def find_config(folder: Path) -> tuple[Path, dict[str, Any]] | None:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(read_bounded(path, MAX_CONFIG).decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:  # tomllib decodes the whole file first
+        raise UsageError(f"{path}: not valid TOML: not UTF-8 text") from None
 
 
 # Commands are typed loosely: typer builds them on its own vendored copy of click, whose classes

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     import paramiko
 
 from doctor.errors import UsageError
+from doctor.files import read_bounded
+
+MAX_SLOTS = 1 << 16  # slots (ranks) one node may be given
+MAX_HOSTFILE = 16 << 20  # bytes: a million hosts fit
 
 
 @dataclass(frozen=True)
@@ -95,12 +99,12 @@ def _parse_target(text: str, where: str, *, port_field: bool) -> _Entry:
         if port_field:
             raise UsageError(f"{where}: {text!r} has two numbers; write host:port slots=N")
         port = _number(a, "port", where, 1, 65535)
-        slots = _number(b, "slots", where, 1, 1 << 16)
+        slots = _number(b, "slots", where, 1, MAX_SLOTS)
     elif a is not None:
         if port_field:
             port = _number(a, "port", where, 1, 65535)
         else:
-            slots = _number(a, "slots", where, 1, 1 << 16)
+            slots = _number(a, "slots", where, 1, MAX_SLOTS)
     return _Entry(host, m["user"], port, slots, where)
 
 
@@ -137,7 +141,7 @@ def parse_hostfile_text(text: str, source: str) -> list[_Entry]:
             if not m:
                 raise UsageError(f"{where}: cannot read {token!r} (expected slots=N)")
             if m[1] == "slots":
-                slots = _number(m[2], "slots", where, 1, 1 << 16)
+                slots = _number(m[2], "slots", where, 1, MAX_SLOTS)
         entries.append(replace(entry, slots=slots))
     if not entries:
         raise UsageError(f"{source}: no hosts in it")
@@ -146,7 +150,7 @@ def parse_hostfile_text(text: str, source: str) -> list[_Entry]:
 
 def read_hostfile(path: Path) -> list[_Entry]:
     try:
-        text = path.read_text()
+        text = read_bounded(path, MAX_HOSTFILE).decode()
     except OSError as exc:
         raise UsageError(f"--hostfile {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -170,6 +174,10 @@ def slurm_entries(env: Mapping[str, str]) -> list[_Entry]:
             counts = hostlist.parse_slurm_tasks_per_node(tasks)
         except (hostlist.BadHostlist, ValueError) as exc:
             raise UsageError(f"SLURM_TASKS_PER_NODE={tasks!r}: {exc}") from None
+        if any(not 1 <= c <= MAX_SLOTS for c in counts):
+            raise UsageError(
+                f"SLURM_TASKS_PER_NODE={tasks!r}: tasks per node not in 1..{MAX_SLOTS}"
+            )
         if len(counts) != len(names):
             raise UsageError(
                 f"SLURM_TASKS_PER_NODE={tasks!r} gives {len(counts)} nodes, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from typing import Any
 
 from doctor.model import Missing, Severity
@@ -24,3 +25,12 @@ def jsonable(value: Any) -> Any:
         items = sorted(value) if isinstance(value, (set, frozenset)) else value
         return [jsonable(v) for v in items]
     return value
+
+
+def loads(data: str | bytes) -> Any:
+    """``json.loads`` for text from outside (nodes, users' files): nesting too deep for the
+    decoder is a ValueError like any other bad JSON, not a RecursionError."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None

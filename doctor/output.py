@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from rich.console import Console
 
 from doctor.errors import EXIT_INTERRUPTED, UsageError
+from doctor.files import write_whole
 from doctor.flag import flag
 from doctor.model import Severity
 
@@ -155,7 +156,7 @@ def parse_fail_on(text: str) -> Severity:
 
 def _write(flag: str, path: Path, text: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")  # the XML declares UTF-8; locales vary
+        write_whole(path, text)  # UTF-8, as the XML declares (locales vary); whole or absent
     except OSError as exc:
         raise UsageError(f"{flag} {path}: {exc.strerror}") from None
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("doctor.model", "doctor.errors", "doctor.units", "doctor.nodeset")),
-    ("core", ("doctor.jsonable", "doctor.flag")),
+    ("core", ("doctor.jsonable", "doctor.flag", "doctor.files")),
     ("inputs", ("doctor.inventory", "doctor.capture")),
     ("transport", ("doctor.transport",)),
     ("facts", ("doctor.facts", "doctor.topo", "doctor.nic", "doctor.explain", "doctor.paste")),

@@ -77,6 +77,9 @@ def run_plan(
     states = [RankState(r.rank, r.node.name, entered=started) for r in plan.ranks]
     workers: dict[int, Worker] = {}
     open_streams: set[int] = set()
+    # Ranks whose output ended: a worker that dies at once (no Python on its node) can end
+    # before launch() has recorded it, so the two meet under the lock whichever comes first.
+    ended: set[int] = set()
     lock = threading.Lock()
     word: list[bytes] = []  # once decided: the line every rank, started or still starting, gets
 
@@ -92,7 +95,10 @@ def run_plan(
                 states[r.rank].error, states[r.rank].failed_phase = worker, "launch"
                 return
             workers[r.rank] = worker
-            open_streams.add(r.rank)
+            if r.rank in ended:
+                states[r.rank].exit_code = worker.process.exit_code()
+            else:
+                open_streams.add(r.rank)
             if word:
                 worker.process.send(word[0])
 
@@ -116,8 +122,11 @@ def run_plan(
             if event is None:
                 pass
             elif event.data is None:
-                open_streams.discard(event.key)
-                states[event.key].exit_code = workers[event.key].process.exit_code()
+                with lock:
+                    ended.add(event.key)
+                    open_streams.discard(event.key)
+                    if event.key in workers:
+                        states[event.key].exit_code = workers[event.key].process.exit_code()
             elif event.data.get("ev") == "address" and not word:
                 if event.data.get("port_free"):
                     address = event.data.get("addr") or plan.master.address or "127.0.0.1"

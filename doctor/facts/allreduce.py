@@ -192,8 +192,9 @@ class RunResult:
             return []
         low = min(reach(r) for r in stuck)
         last = [r for r in stuck if reach(r) == low]
-        # Among equals, a rank that reported an error is the cause; the others were only slower.
-        return [r for r in last if r.error] or last
+        # Among equals, a rank that reported an error is the cause, else one that died (its
+        # process or its node gone); the others were only slower, or stopped because of it.
+        return [r for r in last if r.error] or [r for r in last if r.failed] or last
 
     def sentence(self, r: RankState) -> str:
         phase = r.failed_phase or r.phase or "launch"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from doctor.capture import CommandResult
+from doctor.jsonable import loads
 
 
 def marked(result: CommandResult, mark: str) -> tuple[dict[str, Any] | None, list[str]]:
@@ -14,7 +14,7 @@ def marked(result: CommandResult, mark: str) -> tuple[dict[str, Any] | None, lis
     for line in result.stdout.splitlines():
         if line.startswith(mark):
             try:
-                parsed = json.loads(line[len(mark) :])
+                parsed = loads(line[len(mark) :])
             except ValueError:
                 continue  # cut short (output limit, a kill mid-write): as if not printed
             data = parsed if isinstance(parsed, dict) else None

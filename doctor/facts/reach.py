@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.facts.coverage import Coverage
+from doctor.jsonable import loads
 
 OK = "ok"
 # When several interfaces of a peer fail, the node×node matrix shows the first of these.
@@ -104,7 +104,7 @@ def done_event(text: str) -> dict[str, Any] | None:
     """The agent's final line (``{"ev": "done", ...}``) from its output, if it got that far."""
     for line in reversed(text.splitlines()):
         try:
-            doc = json.loads(line)
+            doc = loads(line)
         except ValueError:
             continue
         if (

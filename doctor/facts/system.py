@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from doctor.capture import Capture
@@ -23,14 +24,22 @@ class SystemFacts:
     clock: float  # the node's time.time() when probed, for clock-skew checks
 
 
-def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """Expand the kernel's cpulist format ("0-3,8,10-11") into numbers."""
+CPU_LIST_PART = re.compile(r"\s*(\d{1,6})(?:-(\d{1,6}))?\s*")
+MAX_CPU_LIST = 1 << 16  # far above the kernel's NR_CPUS (8192) and MAX_NUMNODES (1024)
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...] | Missing:
+    """Expand the kernel's cpulist format ("0-3,8,10-11") into numbers; Missing for text that
+    is not one (a damaged capture), never an unbounded range."""
     out: list[int] = []
     for part in text.strip().split(","):
         if not part:
             continue
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
+        m = CPU_LIST_PART.fullmatch(part)
+        lo, hi = (int(m[1]), int(m[2] or m[1])) if m else (1, 0)
+        if hi < lo or len(out) + hi - lo >= MAX_CPU_LIST:
+            return Missing(f"not a cpulist: {text[:40]!r}", "failed")
+        out.extend(range(lo, hi + 1))
     return tuple(out)
 
 

@@ -68,7 +68,9 @@ def parse_nccl_list(text: str) -> NcclList:
         if name != name.strip():
             problems.append(f"{name!r} has spaces: NCCL compares them literally")
         if len(name) > NCCL_MAX_TOKEN_LEN:
-            problems.append(f"{name[:20]}... is longer than NCCL's {NCCL_MAX_TOKEN_LEN}-byte limit")
+            problems.append(
+                f"{name[:20]!r}... is longer than NCCL's {NCCL_MAX_TOKEN_LEN}-byte limit"
+            )
         tokens.append(IfToken(name, _atoi(port) if colon else -1))
     if len(tokens) > NCCL_MAX_TOKENS:
         problems.append(f"{len(tokens)} entries: NCCL reads only the first {NCCL_MAX_TOKENS}")
@@ -81,12 +83,21 @@ def parse_nccl_list(text: str) -> NcclList:
 
 
 # C atoi(): C-locale white space, one optional sign, ASCII digits; 0 when there are none.
-_ATOI = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+_ATOI = re.compile(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)")
 
 
 def _atoi(text: str) -> int:
+    """glibc's atoi: (int) strtol(), which saturates at the long range; the cast keeps the low
+    32 bits. Longer numbers than a long holds are never converted (int() refuses 4300 digits)."""
     m = _ATOI.match(text)
-    return int(m.group(1)) if m else 0
+    if not m:
+        return 0
+    sign, digits = m.group(1), m.group(2).lstrip("0")
+    long_max = (1 << 63) - 1
+    value = long_max + 1 if len(digits) > 19 else int(digits or "0")
+    value = min(value, long_max + (sign == "-"))
+    value = -value if sign == "-" else value
+    return (value + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
 def nccl_list_active(text: str | None) -> bool:

@@ -14,7 +14,6 @@ Anything wrong is a UsageError of one line, never a traceback.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -23,6 +22,7 @@ from typing import Any, BinaryIO
 
 from doctor.capture import Capture, CaptureError
 from doctor.errors import UsageError
+from doctor.jsonable import loads
 from doctor.paste.kind import Kind, merge
 from doctor.paste.registry import KINDS, kinds_line
 from doctor.paste.split import split
@@ -168,7 +168,7 @@ def _saved_capture(label: str, text: str) -> dict | None:
     capture or a usage error, as is a cut-off one that names the probe's header.
     """
     try:
-        raw = json.loads(text)
+        raw = loads(text)
     except ValueError as exc:
         if '"probe"' in text:
             raise UsageError(f"{label}: corrupt capture: {exc}") from None

@@ -5,7 +5,6 @@ The view comes from a probed node's facts, a saved capture, or a saved `nvidia-s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from doctor.capture import Capture, CaptureError
 from doctor.errors import UsageError
 from doctor.facts.topo import TopoFacts, parse_topo
+from doctor.jsonable import loads
 from doctor.model import Missing
 from doctor.topo.matrix import Topology, closeness, nccl_path
 from doctor.topo.smi_text import TopoParseError, parse_topo_text
@@ -106,7 +106,7 @@ def view_from_file(path: Path) -> TopoView:
 
 def _view_from_capture(path: Path, text: str) -> TopoView:
     try:
-        cap = Capture(json.loads(text))
+        cap = Capture(loads(text))
     except (ValueError, CaptureError) as exc:
         raise UsageError(f"{path}: not a probe capture: {exc}") from None
     facts = parse_topo(cap)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from doctor.inventory import Node
+from doctor.jsonable import loads
 from doctor.transport.local import spawn
 
 # Reads exactly the program's source from stdin and runs it; what stays on stdin is the lifeline
@@ -157,7 +158,7 @@ def _read_stdout(worker: Worker, events: queue.Queue[Event]) -> None:
         for raw in worker.process.stdout_lines():
             line = raw.decode("utf-8", "replace").strip()
             try:
-                data = json.loads(line)
+                data = loads(line)
             except ValueError:
                 data = None
             if isinstance(data, dict):

@@ -9,6 +9,7 @@ NodeFailure with its own code, so one dead node never stops the others.
 from __future__ import annotations
 
 import contextlib
+import logging
 import select
 import shlex
 import socket
@@ -27,6 +28,10 @@ from doctor.transport.known_hosts import KnownHosts
 # Written first on stderr by the remote wrapper: the pid of the session leader, so that a command
 # that outlives its deadline can be killed on the node with its whole process group.
 PID_MARK = b"doctor-pid:"
+# paramiko logs a node that fails the handshake (a hung sshd, a reset) with a traceback from its
+# transport thread; with no handler of ours, Python's last resort prints it on stderr. Every such
+# failure is already a NodeFailure with one line.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class HostKeyUnknown(paramiko.SSHException):
@@ -235,8 +240,14 @@ class SshTransport:
                 str(exc),
             )
         except (paramiko.SSHException, OSError, EOFError) as exc:
+            transport = client.get_transport()
+            # A hung sshd accepts TCP (the kernel does) and never sends its banner; paramiko then
+            # fails later with an unrelated message ("No existing session").
+            bannerless = transport is not None and not transport.remote_version
             client.close()
-            if isinstance(exc, (TimeoutError, socket.timeout)):
+            if isinstance(exc, (TimeoutError, socket.timeout)) or (
+                bannerless and time.monotonic() >= deadline
+            ):
                 return self._fail(
                     node, "ssh.timeout", f"{host} accepted TCP but the SSH handshake timed out"
                 )

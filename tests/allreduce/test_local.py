@@ -166,3 +166,32 @@ def test_a_node_without_torch_never_starts() -> None:
     assert run.sentence(run.ranks[1]).startswith(
         "rank 1 (node2) never started: torch is not importable: ModuleNotFoundError"
     )
+
+
+def test_a_rank_that_ends_before_it_is_recorded_is_not_an_internal_error(monkeypatch) -> None:
+    # The fault matrix: node3 had no Python, its worker's output ended before launch() recorded
+    # the worker, and the end-of-output event raised KeyError (exit 3, no report). The delay
+    # makes that order certain.
+    import doctor.allreduce.run as run_module
+
+    real_start = run_module.start
+
+    def late_start(key, launcher, node, argv, source, events):  # type: ignore[no-untyped-def]
+        worker = real_start(key, launcher, node, argv, source, events)
+        time.sleep(0.5 if key == 1 else 0)
+        return worker
+
+    class NoPythonOnNode2(LocalLauncher):
+        def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+            if node.name == "node2":
+                argv = ["/bin/sh", "-c", "exit 127"]  # the node has no such Python
+            return super().start(node, argv, stdin)
+
+    monkeypatch.setattr(run_module, "start", late_start)
+    plan = local_plan(2, deadlines=Deadlines(launch=20, settle=0.5))
+    started = time.monotonic()
+    run = run_plan(plan, NoPythonOnNode2())
+    assert run.status in ("failed", "not_started")
+    assert run.ranks[1].exit_code not in (None, 0)
+    assert [r.rank for r in run.behind()] == [1]
+    assert time.monotonic() - started < 15

@@ -121,3 +121,13 @@ def test_each_link_is_judged_by_its_best_measurement() -> None:
         r.links.extend(again.links)
     found = RunResult("r", plan(3), "passed", ranks, 1).slow_node()
     assert found is not None and found[0] == "node3"
+
+
+def test_a_rank_whose_node_died_is_named_not_the_ranks_stopped_after_it() -> None:
+    # The fault matrix: node3 lost power while every rank was importing torch; the controller
+    # then stopped the other two, which had done nothing wrong.
+    ranks = [state(0, *phases("launch")), state(1, *phases("launch")), state(2, *phases("launch"))]
+    ranks[2].exit_code = -1
+    run = RunResult("as configured", plan(3), "failed", ranks, 3.0)
+    assert [r.rank for r in run.behind()] == [2]
+    assert run.headline().startswith("as configured: failed: rank 2 (node3) never started")

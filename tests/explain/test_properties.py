@@ -15,6 +15,7 @@ from doctor.explain.nccl_log import MAX_PROCESSES, NcclLog
 from doctor.explain.source import MAX_LINE, iter_blocks
 from doctor.render.explain import explain_json
 from tests.explain.fixtures import LOGS, body
+from tests.properties.counting import counted
 
 # Pieces of real and format lines, so generated input reaches the regexes, not just the filter.
 FRAGMENTS = sorted(
@@ -46,6 +47,7 @@ def check(data: bytes) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=4096))
+@counted("explain (NCCL logs)")
 def test_arbitrary_bytes(data: bytes) -> None:
     check(data)
 
@@ -59,6 +61,7 @@ def test_arbitrary_bytes(data: bytes) -> None:
         max_size=30,
     ).map(b"\n".join)
 )
+@counted("explain (NCCL logs)")
 def test_mixed_real_fragments(data: bytes) -> None:
     check(data)
 

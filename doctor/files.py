@@ -1,0 +1,36 @@
+"""Users' files, read with a size bound, and report files that appear whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+
+
+class TooLarge(OSError):
+    """The file is larger than what it can sensibly be (a wrong path, a binary, a runaway log)."""
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The file's bytes; TooLarge past ``limit``, without reading more than ``limit + 1``."""
+    with path.open("rb") as fh:
+        # A regular file says its size; a pipe or a device is read up to the bound.
+        if os.fstat(fh.fileno()).st_size <= limit:
+            data = fh.read(limit + 1)
+            if len(data) <= limit:
+                return data
+    raise TooLarge(errno.EFBIG, f"larger than {limit >> 20} MiB, not what it should be")
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` so that a full or read-only disk leaves no truncated
+    file behind (nor the one aside); raises the OSError that stopped it."""
+    aside = path.with_name(f".{path.name}.part")
+    try:
+        aside.write_text(text, encoding="utf-8")
+        os.replace(aside, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # a read-only folder refuses the unlink too
+            aside.unlink(missing_ok=True)
+        raise
