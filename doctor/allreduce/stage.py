@@ -58,6 +58,17 @@ def ranks_for(job: Job) -> tuple[Rank, ...]:
     return tuple(ranks)
 
 
+def try_recommended(configured: RunResult, job: Job) -> bool:
+    """Whether to run again as recommended: when the configured run failed before the sum was
+    verified (does the fix work?), or when the recommendation would change what the libraries
+    choose (would the change break it?). A run that verified the exact sum and then overran
+    (a slow link in the sweep) proved its interfaces: another variant would only cost as long."""
+    if configured.status == "interrupted" or not differs(job.recommendation, configured):
+        return False
+    broken = configured.status != "passed" and not configured.verified
+    return broken or job.recommendation_changes
+
+
 def differs(recommendation: dict[str, str], run: RunResult) -> bool:
     """Whether any rank's environment differs from the recommendation (unknown counts as yes)."""
     if not recommendation:
@@ -113,10 +124,7 @@ def run_allreduce(job: Job, launcher: Launcher) -> AllreduceFacts:
     if configured.status == "not_started":
         return replace(facts, not_started=configured.reason, port_taken=configured.port_taken)
     runs = [configured]
-    # As recommended when the configured run failed (does the fix work?), or when it passed but
-    # the recommendation would change what the libraries choose (would the change break it?).
-    worth = configured.status != "passed" or job.recommendation_changes
-    if configured.status != "interrupted" and worth and differs(job.recommendation, configured):
+    if try_recommended(configured, job):
         env: dict[str, str | None] = dict(job.recommendation)
         runs.append(run_plan(replace(plan, env=env), launcher, "as recommended", iface))
     return replace(
