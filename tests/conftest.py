@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,11 @@ from hypothesis import settings
 from doctor.collect import probe_argv, probe_source
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A suite started in the background (`cmd &`, nohup) inherits SIGINT ignored, and so would every
+# doctor it starts: the Ctrl-C tests would then test nothing. Python's own handler here, and so
+# the default disposition in every child.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Property tests judge what a parser returns, not how fast: on 2 shared cores with namespace
 # nodes running beside them, hypothesis's 200 ms per-example deadline fails healthy code.
