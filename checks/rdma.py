@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from doctor.facts.node import NodeFacts
@@ -27,7 +28,7 @@ def _rdma(facts: NodeFacts) -> RdmaFacts:
         "rdma.no_uverbs": "HCAs exist but /dev/infiniband is not visible: NCCL uses sockets",
         "rdma.no_verbs": "libibverbs.so.1 cannot be loaded: NCCL falls back to sockets",
         "rdma.roce_no_v2": "a RoCE port has no RoCE v2 GID: traffic cannot be routed",
-        "rdma.no_gdr": "no GPUDirect RDMA peer-memory module with NVIDIA GPUs present",
+        "rdma.no_gdr": "NVIDIA GPUs but no peer-memory module and no DMA-BUF: no GPUDirect RDMA",
     },
 )
 def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
@@ -92,15 +93,31 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
             ),
         )
     gpus = facts.pci if isinstance(facts.pci, list) else []
-    if rdma.gdr_module is None and any(d.is_nvidia_gpu for d in gpus):
+    if rdma.gdr_module is None and any(d.is_nvidia_gpu for d in gpus) and not _dmabuf(facts):
         yield Finding(
             "rdma.no_gdr",
             Severity.WARN,
-            "NVIDIA GPUs and RDMA devices but no nvidia_peermem: no GPUDirect RDMA unless "
-            "DMA-BUF is available (open kernel module)",
+            "NVIDIA GPUs and RDMA devices but no nvidia_peermem, and no DMA-BUF path (it needs "
+            "the open kernel module and Linux 5.12+): no GPUDirect RDMA",
             evidence=("no /sys/module/nvidia_peermem, /sys/module/nv_peer_mem or nv_mem",),
             fix=Fix("Load the peer-memory module.", ("sudo modprobe nvidia-peermem",)),
         )
+
+
+# Linux registers DMA-BUF memory for RDMA (ibv_reg_dmabuf_mr) from 5.12; with NVIDIA's open
+# kernel module NCCL then does GPUDirect RDMA without a peer-memory module (it probes at start-up
+# and logs "DMA-BUF is available on GPU device N").
+DMABUF_KERNEL = (5, 12)
+
+
+def _dmabuf(facts: NodeFacts) -> bool:
+    """Whether this node can do GPUDirect RDMA through DMA-BUF instead of nvidia_peermem."""
+    if isinstance(facts.driver, Missing) or facts.driver.kernel_module != "open":
+        return False
+    if isinstance(facts.system, Missing):
+        return False
+    release = re.match(r"(\d+)\.(\d+)", facts.system.kernel)
+    return release is not None and (int(release[1]), int(release[2])) >= DMABUF_KERNEL
 
 
 @node_check(

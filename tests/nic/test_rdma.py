@@ -13,6 +13,7 @@ from doctor.nic.config import Setting
 from doctor.nic.nccl import ib_choice
 from doctor.nic.plan import with_plan
 from doctor.plugin import Skip
+from tests import factkit
 from tests.factkit import live as node
 from tests.nic.ib_capture import ib_raw
 
@@ -87,3 +88,22 @@ def test_ib_hca_that_selects_nothing() -> None:
     assert [str(f.severity) for f in nccl_iface.fn(forced) if f.code == "nccl.ib.no_match"] == [
         "fail"
     ]
+
+
+def test_no_gdr_unless_dma_buf_can_stand_in() -> None:
+    # No nvidia_peermem with an NVIDIA GPU: warned, except where the open kernel module on Linux
+    # 5.12+ gives NCCL the DMA-BUF path.
+    rdma = dataclasses.replace(parse_rdma(Capture(ib_raw())), gdr_module=None)
+    base = {"rdma": rdma, "pci": [factkit.gpu()]}
+
+    def found(module: str, kernel: str) -> set[str]:
+        drv = dataclasses.replace(factkit.driver(), kernel_module=module)
+        return codes(
+            rdma_state.fn(
+                factkit.node("n1", driver=drv, system=factkit.system(kernel=kernel), **base)
+            )
+        )
+
+    assert "rdma.no_gdr" in found("proprietary", "6.8.0-45-generic")
+    assert "rdma.no_gdr" in found("open", "5.4.0-150-generic")
+    assert "rdma.no_gdr" not in found("open", "5.15.0-105-generic")
