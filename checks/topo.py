@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from doctor.drift import drift_findings
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
+from doctor.facts.pci import CLASS_NETWORK, Acs
 from doctor.facts.topo import TopoFacts
 from doctor.model import Finding, Fix, Missing, Severity
 from doctor.plugin import Skip, cluster_check, need, node_check
@@ -215,6 +216,48 @@ def cross_check(facts: NodeFacts) -> Iterator[Finding]:
         )
 
 
+@node_check(
+    "pci.acs",
+    "No PCIe bridge above a GPU redirects peer-to-peer traffic (ACS)",
+    needs=("pci",),
+    codes={
+        "pci.acs.redirect": "ACS on a bridge above a GPU sends P2P/GPUDirect traffic round the CPU",
+    },
+)
+def acs_redirect(facts: NodeFacts) -> Iterator[Finding]:
+    devices = need(facts.pci, "PCI devices")
+    by_address = {d.address: d for d in devices}
+    gpus = [d for d in devices if d.is_nvidia_gpu]
+    peers = [d for d in devices if d.is_nvidia_gpu or d.base_class == CLASS_NETWORK]
+    if not gpus or len(peers) < 2:
+        raise Skip("no GPU with a peer (another GPU or a NIC) on this node")
+    above = {a for d in peers for a in d.path[:-1] if a in by_address}
+    bridges = [by_address[a] for a in sorted(above)]
+    unknown = [b for b in bridges if isinstance(b.acs, Missing)]
+    redirecting = [b for b in bridges if isinstance(b.acs, Acs) and b.acs.redirects]
+    if unknown and not redirecting:
+        first = unknown[0].acs
+        raise Skip(first.reason if isinstance(first, Missing) else "ACS unknown")
+    if redirecting:
+        yield Finding(
+            "pci.acs.redirect",
+            Severity.WARN,
+            f"{len(redirecting)} PCIe bridge(s) above the GPUs redirect peer-to-peer requests to "
+            "the root complex (ACS): GPU-to-GPU P2P and GPUDirect RDMA slow down or hang on "
+            "bare metal (inside a VM with passthrough, ACS is needed: leave it)",
+            evidence=tuple(f"{b.address}: ACSCtl {b.acs}" for b in redirecting),
+            fix=Fix(
+                "Disable ACS on these bridges (BIOS: 'ACS' or 'PCIe ACS control'; or at boot), "
+                "then check P2P.",
+                (
+                    *(f"sudo setpci -s {b.address} ECAP_ACS+0x6.w=0000" for b in redirecting),
+                    "nvidia-smi topo -p2p r",
+                ),
+            ),
+            data={"bridges": [b.address for b in redirecting]},
+        )
+
+
 def topology_signature(facts: NodeFacts) -> str | Missing:
     """A readable summary plus a short digest of the GPU and RDMA NIC links, for comparing nodes.
 
@@ -261,4 +304,12 @@ def topo_drift(cluster: ClusterFacts) -> Iterator[Finding]:
     )
 
 
-CHECKS = [gpu_sockets, gdr_reach, nvlink_health, p2p_status, cross_check, topo_drift]
+CHECKS = [
+    gpu_sockets,
+    gdr_reach,
+    nvlink_health,
+    p2p_status,
+    acs_redirect,
+    cross_check,
+    topo_drift,
+]

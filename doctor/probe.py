@@ -13,6 +13,7 @@ fixture and a support bundle.
 Usage: ``python3 probe.py [SPEC_JSON]`` or ``python3 - [SPEC_JSON] < probe.py``.
 """
 
+import binascii
 import contextlib
 import errno
 import json
@@ -270,6 +271,11 @@ def collect_env(p):
     p.value("env", captured)
 
 
+def _config_hex(device):
+    with open(device + "/config", "rb") as handle:
+        return binascii.hexlify(handle.read(4096)).decode("ascii")
+
+
 def collect_pci(p):
     """Every PCI device's identity, place in the tree and NUMA node (GPUs, NICs, HCAs, bridges)."""
     root = "/sys/bus/pci/devices"
@@ -278,6 +284,11 @@ def collect_pci(p):
         for attr in ("class", "vendor", "device", "numa_node", "local_cpulist"):
             p.read(path + "/" + attr)
         p.readlink(path + "/driver")
+        if (p.read(path + "/class") or "").startswith("0x0604"):
+            # A bridge's config space holds its ACS control (an extended capability, past the
+            # first 256 bytes, which only root may read): redirected peer-to-peer traffic
+            # between GPUs and NICs below it goes round the root complex.
+            p.value("pci-config:" + path, lambda d=path: _config_hex(d))
         # The resolved path (…/pci0000:00/0000:00:01.0/0000:01:00.0) gives the bridge chain
         # that GPU-NIC distances are computed from, the way NCCL's topology code does.
         p.value("realpath:" + path, lambda d=path: os.path.realpath(d))
