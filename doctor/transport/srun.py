@@ -65,6 +65,20 @@ class Framed:
     digest: str | None = None
 
 
+_TASK_ENDED = re.compile(r"^srun: error: (\S+): task (\d+): ", re.MULTILINE)
+
+
+def node_indices(stream: bytes, stderr: str = "") -> dict[int, str]:
+    """Nodes by their index in the step, the number srun names a lost node by: from each task's
+    first frame, and from srun's "<node>: task <i>: Killed" lines (one task per node, so task i
+    runs on the step's node i); a task killed before its first frame got out is only in those."""
+    found = re.findall(rb"^" + TAG.encode() + rb" (\S+) at (\d+)\s*$", stream, re.MULTILINE)
+    indices = {int(index): node.decode("ascii", "replace") for node, index in found}
+    for node, index in _TASK_ENDED.findall(stderr):
+        indices.setdefault(int(index), node)
+    return indices
+
+
 def split_frames(stream: bytes) -> dict[str, ExecResult | str]:
     """Reassemble each node's result from srun's merged stdout; a broken one is an error string."""
     framed: dict[str, Framed] = {}
@@ -117,6 +131,22 @@ _LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node (\S+?):")
 def launch_failures(stderr: str) -> set[str]:
     """Nodes on which srun says it could not launch a task (slurmd dead or unreachable)."""
     return set(_LAUNCH_FAILED.findall(stderr))
+
+
+# srun aborts the whole step when its I/O connection to one node's slurmstepd breaks (the node
+# died, or everything on it was killed); it names that node only by its index in the step.
+_LOST = re.compile(r"io error (?:with slurmstepd|and missing step) on node (\d+)", re.IGNORECASE)
+
+
+def lost_indices(stderr: str) -> dict[int, str]:
+    """Indices of the nodes whose step I/O srun lost mid-run (it then aborted the step), each
+    with the line srun said it in."""
+    lost: dict[int, str] = {}
+    for line in stderr.splitlines():
+        found = _LOST.search(line)
+        if found:
+            lost[int(found.group(1))] = line.strip()
+    return lost
 
 
 def srun_error(stderr: str) -> str:
@@ -235,49 +265,81 @@ class SrunTransport:
         ends = time.monotonic() + limit
         framed: dict[str, ExecResult | str] = {}
         stderr, timed_out = "", False
-        # srun kills the whole step when a launch fails on one node (a dead slurmd), --no-kill or
-        # not; so the nodes it took down with it get one more step without the failed nodes.
-        for _attempt in range(2):
+        # srun kills the whole step when a launch fails on one node (a dead slurmd) or when it
+        # loses one node's I/O mid-run (the node died), --kill-on-bad-exit=0 or not; so the nodes
+        # it took down with them get another step without the failed nodes, once per failure.
+        for _attempt in range(3):
             if not pending:
                 break
-            framed, stderr, timed_out = self._step(pending, argv, stdin, ends - time.monotonic())
-            dead = launch_failures(stderr) & set(pending)
+            out, stderr, timed_out = self._step(pending, argv, stdin, ends - time.monotonic())
+            framed = split_frames(out)
+            dead = self._culprits(pending, out, stderr)
             for name in pending:
                 if isinstance(framed.get(name), ExecResult):
                     results[name] = framed[name]  # type: ignore[assignment]
                 elif name in dead:
-                    results[name] = NodeFailure(
-                        name,
-                        "node.launch_failed",
-                        f"srun could not start the probe on {name}",
-                        srun_said(stderr, name),
-                    )
+                    results[name] = dead[name]
             pending = [n for n in pending if n not in results]
             if timed_out or not dead:
                 break
         for name in pending:
             said = srun_said(stderr, name)
-            if timed_out and name not in framed:
+            if timed_out:
                 results[name] = NodeFailure(
                     name,
                     "node.timeout",
                     f"no answer from {name} through srun within {limit:g}s",
                     said,
                 )
+            elif name in framed:  # its task ran there, then its answer never came whole
+                results[name] = NodeFailure(
+                    name,
+                    "node.probe_failed",
+                    f"srun lost {name} while the probe ran there: {framed[name]}",
+                    said or srun_error(stderr),
+                )
             else:
-                why = framed.get(name) or "srun ended without its answer"
                 results[name] = NodeFailure(
                     name,
                     "node.launch_failed",
-                    f"no answer from {name} through srun: {why}",
+                    f"no answer from {name} through srun: srun ended without starting it",
                     said or srun_error(stderr),
                 )
         return {n.name: results[n.name] for n in nodes}
 
+    @staticmethod
+    def _culprits(pending: list[str], out: bytes, stderr: str) -> dict[str, NodeFailure]:
+        """The nodes srun says it could not launch on, or lost mid-run, as their failures."""
+        dead = {
+            name: NodeFailure(
+                name,
+                "node.launch_failed",
+                f"srun could not start the probe on {name}",
+                srun_said(stderr, name),
+            )
+            for name in launch_failures(stderr) & set(pending)
+        }
+        lost = lost_indices(stderr)
+        indices = node_indices(out, stderr)
+        unnamed = [i for i in lost if i not in indices]
+        unknown = [n for n in pending if n not in indices.values()]
+        if len(unnamed) == 1 and len(unknown) == 1:
+            indices[unnamed[0]] = unknown[0]  # the one node no task line names is the lost one
+        for index, said in lost.items():
+            name = indices.get(index)
+            if name in pending and name not in dead:
+                dead[name] = NodeFailure(
+                    name,
+                    "node.probe_failed",
+                    f"srun lost {name} while the probe ran there (its slurmstepd went away)",
+                    said,
+                )
+        return dead
+
     def _step(
         self, names: list[str], argv: list[str], stdin: bytes, timeout: float
-    ) -> tuple[dict[str, ExecResult | str], str, bool]:
-        """One srun step over ``names``: the framed answers, srun's stderr, whether it timed out."""
+    ) -> tuple[bytes, str, bool]:
+        """One srun step over ``names``: its stdout, srun's stderr, whether it timed out."""
         srun = self.argv(names, argv, timeout)
         name = next(a for a in srun if a.startswith("--job-name=")).split("=", 1)[1]
         # Its own session: a Ctrl-C in the terminal reaches us, not srun, and we cancel the step.
@@ -293,7 +355,7 @@ class SrunTransport:
             self._cancel(name, proc)
             proc.communicate()
             raise
-        return split_frames(out), err.decode("utf-8", "replace"), timed_out
+        return out, err.decode("utf-8", "replace"), timed_out
 
     def _cancel(self, name: str, proc: subprocess.Popen[bytes]) -> None:
         """scancel our step (inside an allocation) or our job (srun made it), then end srun."""

@@ -3,8 +3,10 @@
 srun merges every task's stdout into one stream and cuts long lines wherever its I/O buffers end,
 so a node's JSON document can arrive interleaved with another node's. Each task therefore sends
 its result as short, self-describing lines (the controller reassembles them per node and checks
-a digest, so a cut or lost line is detected, never misread):
+a digest, so a cut or lost line is detected, never misread). The first line says which of the
+step's node indices this node is: srun names a node it lost only by that index.
 
+    @cd1 <node> at <SLURM_NODEID>              (first, before the command runs)
     @cd1 <node> rc <exit status> <seconds>
     @cd1 <node> out <base64 chunk of zlib(stdout)>
     @cd1 <node> err <base64 chunk of zlib(stderr)>
@@ -45,6 +47,8 @@ def frame(node, rc, seconds, out, err):
 def main(argv):
     # SLURMD_NODENAME is the name the controller asked for; the hostname may differ from it.
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    sys.stdout.write(f"{TAG} {node} at {os.environ.get('SLURM_NODEID', '-')}\n")
+    sys.stdout.flush()
     source = sys.stdin.buffer.read()
     started = time.monotonic()
     try:

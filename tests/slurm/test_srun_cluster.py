@@ -14,6 +14,8 @@ import pytest
 from doctor.capture import Capture
 from doctor.collect import TRANSPORT_GRACE, gather
 from doctor.inventory import Node
+from doctor.model import NodeFailure
+from doctor.transport import ExecResult
 from doctor.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
 from doctor.transport.srun_launch import SrunLauncher
 from tests.cluster.slurm import Slurm
@@ -156,6 +158,38 @@ def test_timeout_cancels_the_job_and_leaves_nothing(slurm: Slurm) -> None:
     assert {n: r.code for n, r in got.items()} == {"node1": "node.timeout", "node2": "node.timeout"}
     assert elapsed < 2 + 1 + CANCEL_GRACE + 5, elapsed
     assert wait_until(lambda: not slurm.client(["squeue", "-h"]).stdout.strip())
+    assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
+
+
+# On node3 the command kills its own slurmstepd (the task's parent) and exits. srun then either
+# waits for node3 until the deadline or, when the dying stepd's connection is reset, aborts the
+# whole step with the other nodes' tasks (see test_srun_frames for that recorded case).
+KILLS_STEPD_ON_NODE3 = """
+if [ "$SLURMD_NODENAME" = node3 ]; then
+  read -r _ _ _ stepd _ < /proc/$PPID/stat
+  kill -9 "$stepd"
+  exit 0
+fi
+sleep 2
+echo answered
+"""
+
+
+def test_a_node_lost_mid_run_is_named_and_the_others_still_answer(slurm: Slurm) -> None:
+    nodes, transport = slurm_nodes("node[1-3]", None, slurm.env)
+    node3 = next(n for n in slurm.nodes if n.name == "node3")
+    try:
+        got = transport.execute_all(nodes, ["sh", "-c", KILLS_STEPD_ON_NODE3], b"", timeout=8)
+    finally:
+        # The job stays completing on node3 without its stepd: a fresh slurmd puts it back.
+        slurm.stop_slurmd("node3")
+        slurm.start_slurmd(node3)
+        slurm.wait_idle(["node3"], timeout=60)
+    answered = {n: r.stdout for n, r in got.items() if isinstance(r, ExecResult)}
+    assert answered == {"node1": b"answered\n", "node2": b"answered\n"}, got
+    lost = got["node3"]
+    assert isinstance(lost, NodeFailure), lost
+    assert lost.code in {"node.timeout", "node.probe_failed"} and "node3" in lost.summary, lost
     assert wait_until(lambda: not slurm.leftovers()), slurm.leftovers()
 
 

@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 
 from doctor.transport import ExecResult
 from doctor.transport.srun import (
+    SrunTransport,
     in_allocation,
     launch_failures,
+    lost_indices,
+    node_indices,
     split_frames,
     srun_said,
     task_source,
@@ -74,6 +77,27 @@ def test_dead_node_is_named_from_srun_stderr() -> None:
     assert srun_said(stderr, "ode2") == ""
 
 
+def test_a_node_lost_mid_run_is_named_by_its_step_index() -> None:
+    # Recorded: everything on node3 killed while its probe ran; srun lost node3's step I/O (it
+    # names it only as "node 2") and aborted the step, killing the tasks on node1 and node2
+    # before any of their output got out.
+    stderr = (FIXTURES / "srun_lost_node3.stderr").read_text()
+    assert list(lost_indices(stderr)) == [2]
+    assert node_indices(b"", stderr) == {0: "node1", 1: "node2"}
+    pending = ["node1", "node2", "node3"]
+    dead = SrunTransport._culprits(pending, b"", stderr)
+    assert list(dead) == ["node3"]
+    assert dead["node3"].code == "node.probe_failed"
+    assert "io error with slurmstepd on node 2" in dead["node3"].detail
+    # Two nodes no line names: which one srun lost is not guessed.
+    assert SrunTransport._culprits([*pending, "node4"], b"", stderr) == {}
+    # A task's first frame names its index even where srun's lines do not.
+    framed_first = b"@cd1 node3 at 2\n"
+    assert node_indices(framed_first) == {2: "node3"}
+    unnamed = stderr.replace("node1: task 0", "x").replace("node2: task 1", "y")
+    assert list(SrunTransport._culprits([*pending, "node4"], framed_first, unnamed)) == ["node3"]
+
+
 def test_in_allocation() -> None:
     alloc = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[1-3]"}
     assert in_allocation(alloc)
@@ -90,6 +114,10 @@ def test_task_runs_the_command_with_stdin_and_frames_it() -> None:
     got = split_frames(proc.stdout)["gpu7"]
     assert isinstance(got, ExecResult)
     assert (got.rc, got.stdout, got.stderr) == (3, b"probe source", b"oops\n")
+    # Its first line, before the command runs, gives its index in the step.
+    env["SLURM_NODEID"] = "5"
+    proc = subprocess.run(argv, input=b"", capture_output=True, env=env, timeout=30)
+    assert proc.stdout.startswith(b"@cd1 gpu7 at 5\n") and node_indices(proc.stdout) == {5: "gpu7"}
 
 
 def test_task_reports_a_missing_command() -> None:
