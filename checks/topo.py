@@ -128,6 +128,7 @@ def gdr_reach(facts: NodeFacts) -> Iterator[Finding]:
     codes={
         "topo.nvlink.degraded": "a GPU has fewer NVLinks to its peers than the other GPUs have",
         "topo.nvlink.down": "NVML reports NVLinks that are not active on a GPU with NVLink peers",
+        "topo.nvlink.recovery": "NVLinks retrained after errors since the driver loaded",
     },
 )
 def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
@@ -160,6 +161,28 @@ def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
             evidence=tuple(f"{g}: {n} link(s) not active" for g, n in down.items()),
             fix=Fix("Check each link's state and error counters.", ("nvidia-smi nvlink --status",)),
             data={"down": down},
+        )
+    # A recovery is a link that failed and was retrained: DCGM's health watch counts a single one
+    # as an NVLink error. Replay and CRC counts matter only as rates (DCGM: 100+ CRC errors a
+    # second), which one snapshot cannot give: they are shown, not judged.
+    recovered = {g.name: g.link_errors for g in topo_facts.nvml if g.link_errors.get("recovery")}
+    if recovered:
+        yield Finding(
+            "topo.nvlink.recovery",
+            Severity.WARN,
+            f"NVLinks on {', '.join(recovered)} failed and were retrained since the driver "
+            "loaded: a link that keeps doing so stalls NCCL's NVLink traffic or drops out "
+            "(Xid 74)",
+            evidence=tuple(
+                f"{g}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+                for g, counts in recovered.items()
+            ),
+            fix=Fix(
+                "Watch whether the count grows during a run; if it does, drain the node and "
+                "reseat or service the link (run DCGM's diagnostics).",
+                ("nvidia-smi nvlink -e", "dcgmi diag -r 2"),
+            ),
+            data={"errors": recovered},
         )
 
 

@@ -334,6 +334,12 @@ def _nvml_links(nvml, handle):
             entry["remote_type"] = _nvml_call(
                 nvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link
             )
+        # The counters `nvidia-smi nvlink -e` shows, since the driver loaded (nvml.h
+        # nvmlNvLinkErrorCounter_t: DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3).
+        entry["errors"] = {
+            name: _nvml_call(nvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, counter)
+            for counter, name in enumerate(("replay", "recovery", "crc_flit", "crc_data"))
+        }
         links.append(entry)
     return links
 

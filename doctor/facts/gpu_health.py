@@ -51,13 +51,6 @@ class GpuProcess:
 
 
 @dataclass(frozen=True)
-class NvLink:
-    link: int
-    active: bool
-    errors: int | None  # replay + recovery + CRC counters, when NVML gave them
-
-
-@dataclass(frozen=True)
 class GpuHealth:
     compute_mode: str | None = None  # default, exclusive_process, exclusive_thread, prohibited
     mig: bool | None = None  # MIG mode now
@@ -72,7 +65,6 @@ class GpuHealth:
     remap_pending: bool | None = None  # a row remap waits for the next GPU reset (Ampere+)
     remap_failed: bool | None = None  # a remap failed: the GPU needs servicing
     processes: tuple[GpuProcess, ...] | None = None
-    nvlinks: tuple[NvLink, ...] | None = None
     fabric_state: str | None = None  # FABRIC_STATES names (NVSwitch / multi-node NVLink)
 
 
@@ -274,19 +266,6 @@ def _nvml_processes(raw: Any) -> tuple[GpuProcess, ...] | None:
     return tuple(out)
 
 
-def _nvml_links(raw: Any) -> tuple[NvLink, ...] | None:
-    if not isinstance(raw, list):
-        return None
-    links = []
-    for link in raw:
-        if isinstance(link, dict) and isinstance(link.get("link"), int):
-            errors = [integer(v) for v in (link.get("errors") or {}).values()]
-            known = [e for e in errors if e is not None]
-            total = sum(known) if known else None
-            links.append(NvLink(link["link"], flag(link.get("active")) is True, total))
-    return tuple(links)
-
-
 def health_from_nvml(device: dict[str, Any]) -> GpuHealth:
     """The probe child's answers for one device (each {"value": v} or {"error": e})."""
     mig = _value(device.get("mig_mode"))  # [current, pending]
@@ -312,6 +291,5 @@ def health_from_nvml(device: dict[str, Any]) -> GpuHealth:
         remap_pending=flag(remap[2]) if isinstance(remap, list) and len(remap) == 4 else None,
         remap_failed=flag(remap[3]) if isinstance(remap, list) and len(remap) == 4 else None,
         processes=_nvml_processes(_value(device.get("processes"))),
-        nvlinks=_nvml_links(_value(device.get("nvlinks"))),
         fabric_state=FABRIC_STATES.get(fabric) if isinstance(fabric, int) else None,
     )

@@ -8,7 +8,7 @@ the switch fabric, where every pair of fabric GPUs is connected with the smaller
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # nvmlGpuTopologyLevel_t → nvidia-smi label. INTERNAL (two GPUs on one board) sits behind the
@@ -44,6 +44,9 @@ class NvmlGpu:
     cpu_affinity: str
     numa_affinity: str
     numa_id: str
+    # Error counters summed over the GPU's links since the driver loaded (replay, recovery,
+    # crc_flit, crc_data), each only where NVML answered it for some link.
+    link_errors: dict[str, int] = field(default_factory=dict)
 
 
 def bus_id(text: str) -> str:
@@ -78,11 +81,16 @@ def _gpu(index: int, raw: Any, switches: set[str]) -> NvmlGpu:
     if not isinstance(raw, dict) or not isinstance(raw.get("bus_id"), str):
         raise NvmlShapeError(f"GPU{index}: no PCI bus id in the NVML capture")
     peers: dict[str, int] = {}
+    errors: dict[str, int] = {}
     up = down = 0
     links = raw.get("nvlinks")
     for link in links if isinstance(links, list) else []:
         if not isinstance(link, dict) or not _ok(link.get("state")):
             continue  # no NVLink on this GPU, or the link index is past the last one
+        counters = link.get("errors")
+        for name, count in counters.items() if isinstance(counters, dict) else []:
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+                errors[name] = errors.get(name, 0) + count
         if link.get("state") != 1:  # NVML_FEATURE_ENABLED
             down += 1
             continue
@@ -103,6 +111,7 @@ def _gpu(index: int, raw: Any, switches: set[str]) -> NvmlGpu:
         links_up=up,
         links_down=down,
         peers=peers,
+        link_errors=errors,
         cpu_affinity=compact_ranges(cpus) if cpus else "N/A",
         numa_affinity=compact_ranges(nodes) if nodes else "N/A",
         numa_id=str(numa_id) if isinstance(numa_id, int) and numa_id >= 0 else "N/A",

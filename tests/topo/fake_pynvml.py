@@ -4,8 +4,9 @@ It answers only the calls the probe makes, with the shapes nvidia-ml-py's pynvml
 handles from nvmlDeviceGetHandleByIndex; nvmlDeviceGetPciInfo(h).busId (bytes in older bindings,
 "00000000:1B:00.0" spelling); affinity calls return lists of 64-bit words; NVLink calls take a
 link index and raise NVMLError_NotSupported on GPUs without NVLink and NVMLError_InvalidArgument
-past the last link; nvmlDeviceGetTopologyCommonAncestor returns an nvmlGpuTopologyLevel_t (0, 10,
-20, 30, 40, 50); nvmlDeviceGetP2PStatus returns an nvmlGpuP2PStatus_t (0 OK … 6 UNKNOWN).
+past the last link (error counters take a counter index too);
+nvmlDeviceGetTopologyCommonAncestor returns an nvmlGpuTopologyLevel_t (0, 10, 20, 30, 40, 50);
+nvmlDeviceGetP2PStatus returns an nvmlGpuP2PStatus_t (0 OK … 6 UNKNOWN).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class Link:
     remote: str  # remote PCI bus id in NVML spelling
     up: bool = True
     remote_type: int = SWITCH
+    # nvmlDeviceGetNvLinkErrorCounter by counter (DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT,
+    # DL_CRC_DATA); None: the call raises NotSupported, as on GPUs that do not count them.
+    errors: tuple[int, int, int, int] | None = (0, 0, 0, 0)
 
 
 @dataclass
@@ -73,6 +77,12 @@ def fake_module(
             raise NVMLError_InvalidArgument("Invalid Argument")
         return gpus[h].links[n]
 
+    def counter(h: int, n: int, which: int) -> int:
+        errors = link(h, n).errors
+        if errors is None:
+            raise NVMLError_NotSupported("Not Supported")
+        return errors[which]
+
     def pair(table: dict[tuple[int, int], int], a: int, b: int, default: int) -> int:
         return table.get((min(a, b), max(a, b)), default)
 
@@ -94,6 +104,7 @@ def fake_module(
         "nvmlDeviceGetNvLinkRemotePciInfo": lambda h, n: types.SimpleNamespace(
             busId=link(h, n).remote
         ),
+        "nvmlDeviceGetNvLinkErrorCounter": counter,
         "nvmlDeviceGetTopologyCommonAncestor": lambda a, b: pair(ancestor, a, b, 50),
         "nvmlDeviceGetP2PStatus": lambda a, b, cap: pair(p2p or {}, a, b, 0),
     }

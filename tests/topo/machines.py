@@ -40,15 +40,22 @@ def _sockets(count: int, per_socket: int) -> dict[tuple[int, int], int]:
     }
 
 
-def hgx_h100(down: dict[int, int] | None = None) -> dict[str, Any]:
+def hgx_h100(
+    down: dict[int, int] | None = None,
+    errors: dict[tuple[int, int], tuple[int, int, int, int] | None] | None = None,
+) -> dict[str, Any]:
     """HGX H100: 18 NVLinks per GPU, all to NVSwitches that are not on PCI (remote type only).
 
-    ``down`` maps a GPU index to how many of its links are not active.
+    ``down`` maps a GPU index to how many of its links are not active; ``errors`` maps (GPU,
+    link) to its error counters (replay, recovery, CRC flit, CRC data), None for NotSupported.
     """
     gpus = []
     for i, bus in enumerate(HGX_GPU_BUSES):
         off = (down or {}).get(i, 0)
-        links = [Link("00000000:FF:FF.F", up=n >= off) for n in range(18)]
+        links = [
+            Link("00000000:FF:FF.F", up=n >= off, errors=(errors or {}).get((i, n), (0, 0, 0, 0)))
+            for n in range(18)
+        ]
         cpus = HGX_CPUS[i // 4]
         gpus.append(Gpu(nvml_bus(bus), words(cpus), [1 << (i // 4)], links))
     return nvml_answers(fake_module(gpus, _sockets(8, 4)))
