@@ -67,9 +67,16 @@ class FrameworkFacts:
 
 
 def parse_assignments(text: str) -> dict[str, Any]:
-    """Top-level ``name = <literal>`` assignments of a Python file (version.py and the like)."""
+    """Top-level ``name = <literal>`` assignments of a Python file (version.py and the like).
+
+    A file that does not parse whole (damaged, cut short, edited by hand) is read line by line,
+    so one bad line does not hide the versions on the others."""
+    try:
+        body = ast.parse(text).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        body = [node for line in text.splitlines() for node in _statement(line)]
     out: dict[str, Any] = {}
-    for node in ast.parse(text).body:
+    for node in body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -79,9 +86,16 @@ def parse_assignments(text: str) -> dict[str, Any]:
         if isinstance(target, ast.Name):
             try:
                 out[target.id] = ast.literal_eval(value)
-            except ValueError:
+            except (ValueError, TypeError, RecursionError, MemoryError):
                 continue  # computed at import time: not ours to evaluate
     return out
+
+
+def _statement(line: str) -> list[ast.stmt]:
+    try:
+        return ast.parse(line.strip()).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
 
 
 def parse_metadata(text: str) -> tuple[str | None, tuple[str, ...]]:

@@ -75,6 +75,15 @@ def test_assignments_skip_computed_values() -> None:
     assert parse_assignments(text) == {"__version__": "1.2", "cuda": None}
 
 
+def test_a_damaged_version_file_keeps_its_good_lines() -> None:
+    # Found by the property tests: junk inside torch's version.py made the file unparseable and
+    # the whole frameworks and NCCL areas "could not parse".
+    text = "__version__ = '2.7.1'\ncuda: Optional[str] = '12.8'\n\x7f)](\nnccl = (2, 26\n"
+    assert parse_assignments(text) == {"__version__": "2.7.1", "cuda": "12.8"}
+    assert parse_assignments("x = '1'\0\n") == {}  # a NUL byte: nothing to trust
+    assert parse_assignments("v = " + "(" * 200 + ")" * 200 + "\n") == {"v": ()}
+
+
 def _cuda_torch(**extra_dirs: list[str]) -> Capture:
     """The real capture with torch's version.py and metadata turned into a CUDA 12.8 build.
 
