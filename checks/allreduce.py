@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from doctor.facts.allreduce import AllreduceFacts, RunResult
 from doctor.facts.cluster import ClusterFacts
 from doctor.model import Finding, Fix, Severity
-from doctor.nic.plan import NicPlan
+from doctor.nic.choice import NicPlan
 from doctor.plugin import Skip, cluster_check, need
 
 if TYPE_CHECKING:

@@ -33,7 +33,8 @@ from doctor.facts.node import NodeFacts, parse_node
 from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
-from doctor.nic.plan import NicPlan, cluster_recommendation, with_plans, would_change
+from doctor.nic.choice import NicPlan
+from doctor.nic.plan import cluster_recommendation, with_plans, would_change
 from doctor.nic.section import nics_section
 from doctor.report import Report
 from doctor.request import AllreduceSettings, Request

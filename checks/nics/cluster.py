@@ -11,7 +11,8 @@ from doctor.facts.cluster import ClusterFacts
 from doctor.facts.net import IfAddr
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Missing, Severity
-from doctor.nic.plan import NicPlan, mpi_include
+from doctor.nic.choice import NicPlan
+from doctor.nic.plan import mpi_include
 from doctor.nodeset import compact, group_nodes
 from doctor.plugin import cluster_check, need, node_check
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from doctor.facts.net import IfAddr
 from doctor.facts.node import NodeFacts
 from doctor.model import Fix
-from doctor.nic.plan import NicPlan, reach_address
+from doctor.nic.choice import NicPlan
+from doctor.nic.plan import reach_address
 from doctor.plugin import need
 
 SLOW_MBPS = 1000

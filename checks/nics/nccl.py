@@ -8,9 +8,10 @@ from checks.nics.common import SLOW_MBPS, addresses, pin, plan_of, proven_text, 
 from doctor.facts.net import IfAddr
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Severity
+from doctor.nic.choice import NicPlan
 from doctor.nic.grammar import nccl_list_active, parse_nccl_list
 from doctor.nic.nccl import parse_comm_id
-from doctor.nic.plan import NicPlan, agrees, virtual_name
+from doctor.nic.plan import agrees, virtual_name
 from doctor.plugin import node_check
 
 

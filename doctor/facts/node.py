@@ -23,7 +23,7 @@ from doctor.facts.topo import TopoFacts, parse_topo
 from doctor.model import Missing
 
 if TYPE_CHECKING:
-    from doctor.nic.plan import NicPlan
+    from doctor.nic.choice import NicPlan
 
 T = TypeVar("T")
 # Until the pipeline derives it (doctor/nic/plan.py with_plan), after the cross-node stages.

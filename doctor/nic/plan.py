@@ -2,71 +2,28 @@
 
 ``plan_node`` is a pure function of NodeFacts and the interfaces peers reached; the pipeline
 derives every node's plan once (``with_plan``) and checks, the report and the allreduce read it.
+What a plan holds is ``NicPlan`` (choice.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from doctor.facts.net import AF_INET, Interface, NetFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.rdma import RdmaFacts
 from doctor.model import Missing
 from doctor.nic import library
-from doctor.nic.config import Setting, mca_settings, nccl_settings
-from doctor.nic.frameworks import MpiChoice, SocketChoice, gloo_choice, mpi_choice, tp_choice
-from doctor.nic.nccl import (
-    IbChoice,
-    LibraryBootstrap,
-    Selection,
-    Version,
-    ib_choice,
-    select,
-)
+from doctor.nic.choice import NicPlan, env_for
+from doctor.nic.config import mca_settings, nccl_settings
+from doctor.nic.frameworks import gloo_choice, mpi_choice, tp_choice
+from doctor.nic.nccl import ib_choice, select
 
 # Names that belong to container runtimes, hypervisors and overlays, never to the data path
 # between nodes (NCCL itself skips only docker*, lo and, from 2.28.3, virbr*).
 VIRTUAL_PREFIXES = ("docker", "virbr", "br-", "cni", "flannel", "cali", "kube-", "vxlan", "tunl")
 ROUTED_KINDS = ("physical", "ipoib", "bond", "vlan", "macvlan", "ipvlan", "veth")
-
-
-@dataclass(frozen=True)
-class NicPlan:
-    node: str
-    net: NetFacts
-    nccl_settings: dict[str, Setting]
-    nccl_version: Version | None
-    bootstrap: Selection
-    socket: Selection
-    ib: IbChoice | None
-    library: LibraryBootstrap | None  # what the real libnccl chose on the node, when it ran
-    library_path: str | None
-    gloo: SocketChoice
-    tp: SocketChoice
-    mpi_btl: MpiChoice
-    mpi_oob: MpiChoice
-    recommended: Interface | None
-    proven: frozenset[str] | None  # interfaces peers reached over TCP; None: not tested
-    # What one mpirun gives Open MPI for every node (agreed across nodes: with_plans); None: this
-    # node's own interface name.
-    mpi_include: str | None = None
-
-    def recommendation(self) -> dict[str, str]:
-        """Environment that pins every library to the recommended interface."""
-        if self.recommended is None:
-            return {}
-        return env_for(self.recommended.name, self.mpi_include)
-
-
-def env_for(name: str, mpi: str | None = None) -> dict[str, str]:
-    return {
-        "NCCL_SOCKET_IFNAME": f"={name}",
-        "GLOO_SOCKET_IFNAME": name,
-        "TP_SOCKET_IFNAME": name,
-        "OMPI_MCA_btl_tcp_if_include": mpi or name,
-        "OMPI_MCA_oob_tcp_if_include": mpi or name,
-    }
 
 
 def mpi_include(plans: list[NicPlan]) -> str | None:

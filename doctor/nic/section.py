@@ -7,8 +7,9 @@ from typing import Any
 
 from doctor.facts.net import AF_INET
 from doctor.model import Missing
+from doctor.nic.choice import NicPlan
 from doctor.nic.frameworks import SocketChoice
-from doctor.nic.plan import NicPlan, agrees, cluster_recommendation
+from doctor.nic.plan import agrees, cluster_recommendation
 
 
 def nics_section(by_node: Mapping[str, NicPlan | Missing]) -> dict[str, Any]:

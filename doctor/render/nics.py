@@ -11,7 +11,8 @@ from rich.text import Text
 
 from doctor.facts.net import Interface
 from doctor.model import Missing
-from doctor.nic.plan import NicPlan, cluster_recommendation
+from doctor.nic.choice import NicPlan
+from doctor.nic.plan import cluster_recommendation
 from doctor.nodeset import compact, group_nodes
 
 

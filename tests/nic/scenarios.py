@@ -7,7 +7,8 @@ from typing import Any
 
 from doctor.capture import Capture
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.nic.plan import NicPlan, with_plan
+from doctor.nic.choice import NicPlan
+from doctor.nic.plan import with_plan
 from tests.cluster.netns import Netns
 from tests.conftest import run_probe
 
