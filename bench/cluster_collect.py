@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.floor import ssh_floor
 from bench.installed import compile_bytecode
 from doctor.inventory import build_inventory
 from doctor.stages.mesh import run_mesh
@@ -54,21 +55,6 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
     if proc.returncode not in (0, 1):  # 1: findings (this harness has none, but do not hide it)
         raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-500:]}")
     return elapsed
-
-
-def floor(c: Cluster) -> float:
-    started = time.perf_counter()
-    procs = [
-        subprocess.Popen(
-            ["ssh", "-F", str(c.ssh_config), "-o", "BatchMode=yes", name, "true"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for name in c.names
-    ]
-    if any(p.wait(60) != 0 for p in procs):
-        raise RuntimeError("ssh floor: a node failed")
-    return time.perf_counter() - started
 
 
 def doctor(c: Cluster, *extra: str, ssh_config: Path | None = None) -> float:
@@ -135,7 +121,7 @@ def mesh_alone(c: Cluster) -> float:
 def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
     with make_cluster(n, workdir / f"c{n}") as c:
         compared = {
-            "floor": lambda: floor(c),
+            "floor": lambda: ssh_floor(c),
             "doctor_probe_only": lambda: doctor(c, "--no-mesh", "--no-reach"),
             "ansible": lambda: ansible(c, workdir),
             "ansible_pipelining": lambda: ansible(c, workdir, pipelining=True),

@@ -32,26 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.floor import ssh_floor
 from bench.installed import compile_bytecode
 from tests.cluster.harness import Cluster, make_cluster
 
 HERE = Path(__file__).parent
 DOCTOR = str(Path(sys.executable).parent / "doctor")
-
-
-def floor(c: Cluster) -> float:
-    started = time.perf_counter()
-    procs = [
-        subprocess.Popen(
-            ["ssh", "-F", str(c.ssh_config), "-o", "BatchMode=yes", name, "true"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for name in c.names
-    ]
-    if any(p.wait(120) != 0 for p in procs):
-        raise RuntimeError("ssh floor: a node failed")
-    return time.perf_counter() - started
 
 
 def mesh_floor(c: Cluster, pairs: list[tuple[str, str]]) -> float:
@@ -108,7 +94,7 @@ def size(n: int, rounds: int) -> dict:
         cpu: list[float] = []
         false_alarms: list[str] = []
         for _ in range(rounds):
-            runs["floor"].append(floor(c))
+            runs["floor"].append(ssh_floor(c))
             for key, extra in (
                 ("probe", ("--mesh", "off", "--reach", "off")),
                 ("reach", ("--mesh", "off")),

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from bench.floor import ssh_floor
 from bench.installed import compile_bytecode
 from tests.cluster.harness import Cluster, make_cluster
 
@@ -59,18 +60,12 @@ def local_commands(log: Path, out: Path) -> dict[str, list[str]]:
 
 
 def cluster_commands(c: Cluster, out: Path) -> dict[str, Callable[[], float]]:
-    ssh = ["ssh", "-F", str(c.ssh_config), "-o", "BatchMode=yes"]
-
-    def floor() -> float:
-        started = time.perf_counter()
-        procs = [subprocess.Popen([*ssh, name, "true"]) for name in c.names]
-        if any(p.wait(60) != 0 for p in procs):
-            raise SystemExit("ssh floor: a node failed")
-        return time.perf_counter() - started
-
     collect = [DOCTOR, "collect", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config)]
     collect += ["--python", sys.executable, "--save-raw", str(out / "cluster")]
-    return {"ssh true, 3 nodes": floor, "doctor collect, 3 nodes": lambda: timed(collect, (0,))}
+    return {
+        "ssh true, 3 nodes": lambda: ssh_floor(c),
+        "doctor collect, 3 nodes": lambda: timed(collect, (0,)),
+    }
 
 
 def main(argv: list[str]) -> None:
