@@ -38,10 +38,11 @@ HARDWARE_XID = {
 RESET = ("nvidia-smi -r -i <gpu>   # with no process on it", "sudo reboot")
 
 
-def _gpus(facts: NodeFacts, attr: Callable[[Gpu], Any], what: str) -> list[Gpu]:
-    """The node's GPUs whose source reported ``attr``; skip with the reason when none did."""
+def _gpus(facts: NodeFacts, what: str, *fields: Callable[[Gpu], Any]) -> list[Gpu]:
+    """The node's GPUs whose source reported any of ``fields``; skip with the reason when none
+    did."""
     gpus = need(facts.gpus, "GPUs")
-    known = [g for g in gpus.gpus if attr(g) is not None]
+    known = [g for g in gpus.gpus if any(field(g) is not None for field in fields)]
     if not gpus.gpus:
         raise Skip("no GPU listed")
     if not known:
@@ -65,12 +66,9 @@ def _name(gpu: Gpu) -> str:
 def ecc(facts: NodeFacts) -> Iterator[Finding]:
     gpus = _gpus(
         facts,
-        lambda g: (
-            g.ecc_uncorrected_volatile
-            if g.ecc_uncorrected_volatile is not None
-            else g.ecc_uncorrected_aggregate
-        ),
         "ECC error counts",
+        lambda g: g.ecc_uncorrected_volatile,
+        lambda g: g.ecc_uncorrected_aggregate,
     )
     now = [g for g in gpus if g.ecc_uncorrected_volatile]
     if now:
@@ -112,15 +110,10 @@ def ecc(facts: NodeFacts) -> Iterator[Finding]:
 def memory_repair(facts: NodeFacts) -> Iterator[Finding]:
     gpus = _gpus(
         facts,
-        lambda g: next(
-            (
-                v
-                for v in (g.health.remap_pending, g.health.remap_failed, g.health.retired_pending)
-                if v is not None
-            ),
-            None,
-        ),
         "row remapping or page retirement",
+        lambda g: g.health.remap_pending,
+        lambda g: g.health.remap_failed,
+        lambda g: g.health.retired_pending,
     )
     for code, severity, attr, summary, fix in (
         (
@@ -169,7 +162,7 @@ def memory_repair(facts: NodeFacts) -> Iterator[Finding]:
     },
 )
 def pcie(facts: NodeFacts) -> Iterator[Finding]:
-    gpus = _gpus(facts, lambda g: g.health.pcie_width_max, "PCIe link width")
+    gpus = _gpus(facts, "PCIe link width", lambda g: g.health.pcie_width_max)
     narrow = [g for g in gpus if (g.health.pcie_width or 0) < (g.health.pcie_width_max or 0)]
     if narrow:
         yield Finding(
@@ -210,7 +203,7 @@ def pcie(facts: NodeFacts) -> Iterator[Finding]:
     codes={"gpu.throttle": "a GPU's clocks are cut by thermal or power protection"},
 )
 def throttle(facts: NodeFacts) -> Iterator[Finding]:
-    gpus = _gpus(facts, lambda g: g.health.throttle, "clock-event reasons")
+    gpus = _gpus(facts, "clock-event reasons", lambda g: g.health.throttle)
     hit = [(g, [r for r in g.health.throttle or () if r in SLOWDOWNS]) for g in gpus]
     hit = [(g, reasons) for g, reasons in hit if reasons]
     if hit:
@@ -242,11 +235,10 @@ def throttle(facts: NodeFacts) -> Iterator[Finding]:
 def modes(facts: NodeFacts) -> Iterator[Finding]:
     gpus = _gpus(
         facts,
-        lambda g: next(
-            (v for v in (g.persistence_mode, g.health.compute_mode, g.health.mig) if v is not None),
-            None,
-        ),
         "persistence, compute or MIG mode",
+        lambda g: g.persistence_mode,
+        lambda g: g.health.compute_mode,
+        lambda g: g.health.mig,
     )
     off = [g for g in gpus if g.persistence_mode is False]
     if off:
@@ -306,7 +298,7 @@ def modes(facts: NodeFacts) -> Iterator[Finding]:
     codes={"gpu.processes.other": "processes already hold memory on a GPU"},
 )
 def processes(facts: NodeFacts) -> Iterator[Finding]:
-    gpus = _gpus(facts, lambda g: g.health.processes, "processes")
+    gpus = _gpus(facts, "processes", lambda g: g.health.processes)
     busy = [g for g in gpus if g.health.processes]
     if busy:
         evidence = tuple(
