@@ -279,19 +279,28 @@ def _config_hex(device):
 def collect_pci(p):
     """Every PCI device's identity, place in the tree and NUMA node (GPUs, NICs, HCAs, bridges)."""
     root = "/sys/bus/pci/devices"
-    for dev in p.listdir(root) or []:
+    devices = p.listdir(root) or []
+    above = set()  # bridges between the root complex and a GPU or a NIC
+    for dev in devices:
         path = root + "/" + dev
         for attr in ("class", "vendor", "device", "numa_node", "local_cpulist"):
             p.read(path + "/" + attr)
         p.readlink(path + "/driver")
-        if (p.read(path + "/class") or "").startswith("0x0604"):
-            # A bridge's config space holds its ACS control (an extended capability, past the
-            # first 256 bytes, which only root may read): redirected peer-to-peer traffic
-            # between GPUs and NICs below it goes round the root complex.
-            p.value("pci-config:" + path, lambda d=path: _config_hex(d))
         # The resolved path (…/pci0000:00/0000:00:01.0/0000:01:00.0) gives the bridge chain
         # that GPU-NIC distances are computed from, the way NCCL's topology code does.
-        p.value("realpath:" + path, lambda d=path: os.path.realpath(d))
+        real = p.value("realpath:" + path, lambda d=path: os.path.realpath(d))
+        klass = p.read(path + "/class") or ""
+        nvidia = (p.read(path + "/vendor") or "").strip() == NVIDIA_VENDOR
+        if isinstance(real, str) and (klass.startswith("0x02") or (nvidia and klass[:4] == "0x03")):
+            above.update(real.split("/")[:-1])
+    for dev in devices:
+        path = root + "/" + dev
+        if dev in above and (p.read(path + "/class") or "").startswith("0x0604"):
+            # A bridge's config space holds its ACS control (an extended capability, past the
+            # first 256 bytes, which only root may read): redirected peer-to-peer traffic
+            # between GPUs and NICs below it goes round the root complex. Only these bridges:
+            # a large server has a hundred, 8 KiB of capture each.
+            p.value("pci-config:" + path, lambda d=path: _config_hex(d))
 
 
 # -- topo: NIC placement, nvidia-smi's matrix, raw NVML answers -----------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from checks.topo import acs_redirect
+from doctor import probe
 from doctor.capture import Capture
 from doctor.facts.pci import ROOT, Acs, parse_acs, parse_pci
 from doctor.model import Missing
@@ -101,3 +102,28 @@ def test_unreadable_config_space_skips_with_the_reason() -> None:
     with pytest.raises(Skip, match="root only"):
         judged(config(AER, size=64))
     assert judged(None) == []  # an older capture without config space: nothing to judge
+
+
+def test_the_probe_reads_config_space_only_of_bridges_above_a_gpu_or_a_nic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # This VM has no PCIe bridge: the probe's sysfs reads are answered from its own caches
+    # (a root port above a GPU, a switch port above nothing but a disk controller).
+    tree = {
+        "0000:00:01.0": ("0x060400", "0x8086", "/sys/devices/pci0000:00/0000:00:01.0"),
+        "0000:01:00.0": ("0x030200", "0x10de", "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0"),
+        "0000:00:02.0": ("0x060400", "0x8086", "/sys/devices/pci0000:00/0000:00:02.0"),
+        "0000:02:00.0": ("0x010802", "0x144d", "/sys/devices/pci0000:00/0000:00:02.0/0000:02:00.0"),
+    }
+    p = probe.Probe(dict(probe.DEFAULT_SPEC))
+    p.dirs[ROOT] = {"entries": sorted(tree)}
+    for addr, (klass, vendor, _) in tree.items():
+        p.files[f"{ROOT}/{addr}/class"] = {"text": klass + "\n"}
+        p.files[f"{ROOT}/{addr}/vendor"] = {"text": vendor + "\n"}
+    real = {f"{ROOT}/{addr}": path for addr, (_, _, path) in tree.items()}
+    monkeypatch.setattr(probe.os.path, "realpath", lambda path: real.get(path, path))
+    monkeypatch.setattr(probe, "_config_hex", lambda device: REDIRECTING)
+    probe.collect_pci(p)
+    assert sorted(k for k in p.values if k.startswith("pci-config:")) == [
+        f"pci-config:{ROOT}/0000:00:01.0"
+    ]
