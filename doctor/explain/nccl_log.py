@@ -1,169 +1,71 @@
-"""Read NCCL_DEBUG=INFO output into facts: version, ranks, interfaces, transports per channel.
+"""Read NCCL_DEBUG=INFO output (NCCL 2.4 to today, and RCCL) into facts per process.
 
-Pure functions over text; no I/O. Formats follow NVIDIA/nccl (see technical-notes §3.2):
-init.cc (version, "comm %p rank %d nRanks %d nNodes %d ..."), bootstrap.cc ("Bootstrap: Using"),
-transport/net_socket.cc ("NET/Socket : Using [%d]%s:%s"), transport/net_ib/init.cc
-("NET/IB : Using [%d]%s:%d/%s"), transport/{p2p,shm,net}.cc ("Channel %02d/%d : %d[%d] -> %d[%d]
-... via ...").
+Pure functions over text; no I/O. The line shapes and the NCCL sources they follow are in
+doctor/explain/nccl_lines.py; what a node's processes add up to is doctor/explain/nccl_use.py.
+Every line may be junk, cut short or from another version: what does not match is skipped.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.explain import nccl_lines as L
+from doctor.explain.nccl_lines import KEYWORDS, NetDevice
+from doctor.explain.nccl_process import (
+    MAX_DEVICES,
+    MAX_ENV,
+    MAX_LINKS,
+    MAX_NOTES,
+    NcclProcess,
+    Plugin,
+    cut,
+)
+from doctor.explain.nccl_use import summarise
 from doctor.explain.prefix import strip_prefixes
 
-# Literal text that every line this module reads contains: callers may skip lines without any.
-KEYWORDS = (
-    "NCCL version",
-    "cudaDriverVersion",
-    "Bootstrap",
-    "NET/",
-    " via ",
-    "nRanks",
-    "nranks",
-    "Using network",
-    "set by environment to",
-    "Init COMPLETE",
-)
+__all__ = ["KEYWORDS", "NcclLog", "NcclProcess", "parse_nccl_log"]
+
 # Bounds that keep memory flat on a 10,000-rank log (or garbage that looks like one).
 MAX_PROCESSES = 1024
-MAX_LINKS = 256  # channel connections remembered per process
-MAX_ENV = 64
-
-_NCCL = re.compile(r"NCCL (?:INFO|WARN|ATTN|TRACE) (?P<msg>.*)")
-_VERSION = re.compile(
-    r"NCCL version (?P<ver>\d+\.\d+\.\d+)(?P<suffix>\S*?)\+cuda(?P<cuda>\d+\.\d+)"
-)
-_DRIVER = re.compile(r"cudaDriverVersion (?P<v>\d+)")
-_ENDPOINT = re.compile(r"(?:\[\d+\])?(?P<ifname>[^:\s\[\]]+):(?P<addr>\S+?)<\d+>")
-_BOOTSTRAP = re.compile(r"Bootstrap ?: Using(?P<rest>.*)")
-_SOCKET = re.compile(r"NET/Socket ?: Using(?P<rest>.*)")
-_IB = re.compile(r"NET/IB ?: Using(?P<rest>.*?)(?:; OOB (?P<oob>\S+))?\s*$")
-_IB_DEV = re.compile(
-    r"\[\d+\](?P<dev>[^:\s]+):(?P<port>\d+)(?::[^/\s]*)?/(?P<kind>IB|RoCE|UNSPECIFIED)"
-)
-_NETWORK = re.compile(r"Using network (?P<net>\S+)")
-_COMM = re.compile(
-    r"rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+) "
-    r"localRanks (?P<local>\d+) localRank (?P<localrank>\d+)"
-)
-_OLD_COMM = re.compile(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)")
-_CHANNEL = re.compile(
-    r"Channel (?P<ch>\d+)(?:/\d+)? : (?P<src>\d+)\[\w+\] -> (?P<dst>\d+)\[\w+\] "
-    r"(?:\[(?P<dir>send|receive)\] )?via (?P<via>.+?)\s*$"
-)
-_ENV = re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
-
-
-def transport_name(via: str) -> str:
-    """A channel's ``via`` text as its transport: NET/IB/GDRDMA, NET/Socket, P2P/CUMEM, SHM."""
-    if via.startswith("NET/"):
-        net = via.split("/")[1]
-        return f"NET/{net}/GDRDMA" if "/GDRDMA" in via else f"NET/{net}"
-    if via.startswith("P2P/"):
-        kind = via[4:].split("/")[0]
-        return f"P2P/{kind}"
-    if via.startswith("SHM") or "shared memory" in via:
-        return "SHM"
-    return via.split()[0]
-
-
-@dataclass
-class NcclProcess:
-    """What one NCCL process (host, pid) said about itself."""
-
-    host: str | None
-    pid: int | None
-    rank: int | None = None
-    nranks: int | None = None
-    nnodes: int | None = None
-    local_ranks: int | None = None
-    bootstrap: list[tuple[str, str]] = field(default_factory=list)  # (interface, address)
-    socket_ifs: list[tuple[str, str]] = field(default_factory=list)
-    ib_devices: list[tuple[str, int, str]] = field(default_factory=list)  # (hca, port, IB|RoCE)
-    ib_oob: str | None = None
-    network: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    # (channel, src rank, dst rank, direction) -> transport
-    links: dict[tuple[int, int, int, str], str] = field(default_factory=dict)
-    init_complete: bool = False
-
-    def absorb(self, later: NcclProcess) -> None:
-        """Take in what the same process said later in the log (a parallel scan's next part):
-        what it said last wins, as when one scanner reads it all."""
-        if later.nranks is not None:  # a comm line: it sets the rank outright
-            self.rank, self.nranks = later.rank, later.nranks
-            self.nnodes = later.nnodes if later.nnodes is not None else self.nnodes
-            self.local_ranks = (
-                later.local_ranks if later.local_ranks is not None else self.local_ranks
-            )
-        elif self.rank is None:
-            self.rank = later.rank
-        self.bootstrap = later.bootstrap or self.bootstrap
-        self.socket_ifs = later.socket_ifs or self.socket_ifs
-        if later.ib_devices or later.ib_oob is not None:
-            self.ib_devices, self.ib_oob = later.ib_devices, later.ib_oob
-        self.network = later.network or self.network
-        for name, value in later.env.items():
-            if name in self.env or len(self.env) < MAX_ENV:
-                self.env[name] = value
-        for link, transport in later.links.items():
-            if link in self.links or len(self.links) < MAX_LINKS:
-                self.links[link] = transport
-        self.init_complete = self.init_complete or later.init_complete
-
-    def transports(self) -> dict[str, int]:
-        """How many channel connections used each transport."""
-        counts: dict[str, int] = {}
-        for t in self.links.values():
-            counts[t] = counts.get(t, 0) + 1
-        return counts
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "pid": self.pid,
-            "rank": self.rank,
-            "nranks": self.nranks,
-            "nnodes": self.nnodes,
-            "local_ranks": self.local_ranks,
-            "bootstrap": [f"{i}:{a}" for i, a in self.bootstrap],
-            "socket_interfaces": [f"{i}:{a}" for i, a in self.socket_ifs],
-            "ib_devices": [f"{d}:{p}/{k}" for d, p, k in self.ib_devices],
-            "network": self.network,
-            "transports": self.transports(),
-            "env": dict(sorted(self.env.items())),
-            "init_complete": self.init_complete,
-        }
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass
 class NcclLog:
     """Facts accumulated from NCCL lines, fed one message at a time (streaming)."""
 
-    version: str | None = None
-    cuda: str | None = None
+    versions: Counter[str] = field(default_factory=Counter)  # every version line, however bare
+    cudas: Counter[str] = field(default_factory=Counter)
+    library: str | None = None
     cuda_driver: int | None = None
+    hip: str | None = None  # RCCL's banner
+    rocm: str | None = None
+    library_path: str | None = None
     processes: dict[tuple[str | None, int | None], NcclProcess] = field(default_factory=dict)
     processes_dropped: int = 0  # lines from processes beyond MAX_PROCESSES
 
+    @property
+    def version(self) -> str | None:
+        """The version most lines gave (a job on mixed versions shows them all in ``versions``)."""
+        return self.versions.most_common(1)[0][0] if self.versions else None
+
+    @property
+    def cuda(self) -> str | None:
+        return self.cudas.most_common(1)[0][0] if self.cudas else None
+
     def feed(self, text: str, host: str | None = None, pid: int | None = None) -> bool:
         """Read one line (launcher prefixes stripped); True when it told us something."""
-        m = _NCCL.search(text)
-        if m is None:
-            return False
-        msg = m.group("msg")
-        if (v := _VERSION.search(msg)) is not None:
-            self.version = v.group("ver") + v.group("suffix")
-            self.cuda = v.group("cuda")
-            return True
-        if (d := _DRIVER.search(msg)) is not None:
-            self.cuda_driver = int(d.group("v"))
-            return True
+        if "\x1b" in text:  # colour codes from a terminal capture
+            text = _ANSI.sub("", text)
+        m = L.MARKER.search(text)
+        if m is None:  # a bare banner: NCCL 2.4's version on stdout, RCCL's extra lines
+            return self._banner(text, None)
+        if m["host"] and host is None:  # behind an unknown prefix, or a DIAG line
+            host, pid = m["host"], int(m["pid"])
         key = (host, pid)
         proc = self.processes.get(key)
         if proc is None:
@@ -171,61 +73,48 @@ class NcclLog:
                 self.processes_dropped += 1
                 return False
             proc = NcclProcess(host, pid)
-        if not self._feed_process(msg, proc):
-            return False
-        self.processes[key] = proc  # only processes that told us something are kept
-        return True
+        msg = m["msg"]
+        said = self._banner(msg, proc) or (
+            _diag(msg, proc) if m["lvl"] == "DIAG" else _feed_process(msg, proc)
+        )
+        if said:
+            self.processes[key] = proc  # only processes that told us something are kept
+        return said
 
-    def _feed_process(self, msg: str, proc: NcclProcess) -> bool:
-        if (c := _CHANNEL.search(msg)) is not None:
-            if len(proc.links) < MAX_LINKS:
-                key = (
-                    int(c.group("ch")),
-                    int(c.group("src")),
-                    int(c.group("dst")),
-                    c.group("dir") or "",
-                )
-                proc.links[key] = transport_name(c.group("via"))
-            if proc.rank is None:
-                proc.rank = int(c.group("src")) if c.group("dir") != "receive" else None
+    def _banner(self, text: str, proc: NcclProcess | None) -> bool:
+        if (v := L.VERSION.search(text)) is not None:
+            version = v["ver"] + v["suffix"]
+            self.versions[version] += 1
+            self.library = v["lib"]
+            if v["platver"]:
+                self.cudas[v["platver"]] += 1
+            if proc is not None:
+                proc.library, proc.version = v["lib"], version
+                proc.cuda = v["platver"] or proc.cuda
             return True
-        if (b := _BOOTSTRAP.search(msg)) is not None:
-            proc.bootstrap = [(e["ifname"], e["addr"]) for e in _ENDPOINT.finditer(b["rest"])]
+        if (d := L.DRIVER.search(text)) is not None:
+            self.cuda_driver = int(d["v"])
+            if proc is not None:
+                proc.cuda_driver = self.cuda_driver
             return True
-        if (s := _SOCKET.search(msg)) is not None:
-            proc.socket_ifs = [(e["ifname"], e["addr"]) for e in _ENDPOINT.finditer(s["rest"])]
-            return True
-        if (i := _IB.search(msg)) is not None:
-            proc.ib_devices = [
-                (e["dev"], int(e["port"]), e["kind"]) for e in _IB_DEV.finditer(i["rest"])
-            ]
-            proc.ib_oob = i["oob"]
-            return True
-        if (n := _NETWORK.search(msg)) is not None:
-            proc.network = n.group("net")
-            return True
-        if (c2 := _COMM.search(msg)) is not None:
-            proc.rank, proc.nranks = int(c2["rank"]), int(c2["nranks"])
-            proc.nnodes, proc.local_ranks = int(c2["nnodes"]), int(c2["local"])
-            return True
-        if (o := _OLD_COMM.search(msg)) is not None:
-            proc.rank, proc.nranks = int(o["rank"]), int(o["nranks"])
-            proc.init_complete = proc.init_complete or "Init COMPLETE" in msg
-            return True
-        if "Init COMPLETE" in msg:
-            proc.init_complete = True
-            return True
-        if (e := _ENV.search(msg)) is not None:
-            if e["name"] in proc.env or len(proc.env) < MAX_ENV:
-                proc.env[e["name"]] = e["value"]
+        if (x := L.RCCL_EXTRA.search(text.strip())) is not None:
+            value = cut(x["value"])
+            if x["what"] == "HIP version":
+                self.hip = value
+            elif x["what"] == "ROCm version":
+                self.rocm = value
+            else:
+                self.library_path = value
             return True
         return False
 
     def absorb(self, later: NcclLog) -> None:
         """Take in what the next part of a log (scanned in parallel) said."""
-        self.version = later.version or self.version
-        self.cuda = later.cuda or self.cuda
-        self.cuda_driver = later.cuda_driver if later.cuda_driver is not None else self.cuda_driver
+        self.versions.update(later.versions)
+        self.cudas.update(later.cudas)
+        for name in ("library", "cuda_driver", "hip", "rocm", "library_path"):
+            if getattr(later, name) is not None:
+                setattr(self, name, getattr(later, name))
         for key, proc in later.processes.items():
             if key in self.processes:
                 self.processes[key].absorb(proc)
@@ -235,21 +124,32 @@ class NcclLog:
                 self.processes_dropped += 1
         self.processes_dropped += later.processes_dropped
 
-    def nnodes(self) -> int | None:
-        """The node count NCCL computed (the largest any process reported)."""
-        counts = [p.nnodes for p in self.processes.values() if p.nnodes is not None]
+    def nranks(self) -> int | None:
+        counts = [p.nranks for p in self.processes.values() if p.nranks is not None]
         return max(counts) if counts else None
+
+    def nnodes(self) -> int | None:
+        """The node count NCCL computed; before 2.19 (no nNodes line) the hosts that spoke, when
+        every rank of the job spoke."""
+        counts = [p.nnodes for p in self.processes.values() if p.nnodes is not None]
+        if counts:
+            return max(counts)
+        ranks = {p.rank for p in self.processes.values() if p.rank is not None}
+        hosts = {p.host for p in self.processes.values() if p.host and p.rank is not None}
+        nranks = self.nranks()
+        if nranks is not None and hosts and len(ranks) == nranks:
+            return len(hosts)
+        return None
 
     def transports(self) -> dict[str, int]:
         """Channel connections per transport, over every process."""
-        total: dict[str, int] = {}
+        total: Counter[str] = Counter()
         for p in self.processes.values():
-            for t, n in p.transports().items():
-                total[t] = total.get(t, 0) + n
-        return total
+            total.update(p.transports())
+        return dict(total)
 
     def is_empty(self) -> bool:
-        return self.version is None and self.cuda_driver is None and not self.processes
+        return not self.versions and self.cuda_driver is None and not self.processes
 
     def to_json(self) -> dict[str, Any]:
         procs = sorted(
@@ -257,20 +157,201 @@ class NcclLog:
             key=lambda p: (p.rank if p.rank is not None else 1 << 30, p.host or "", p.pid or 0),
         )
         return {
+            "library": self.library,
             "version": self.version,
+            "versions": dict(self.versions),
             "cuda": self.cuda,
             "cuda_driver": self.cuda_driver,
+            "hip": self.hip,
+            "rocm": self.rocm,
+            "library_path": self.library_path,
+            "nranks": self.nranks(),
             "nnodes": self.nnodes(),
             "transports": self.transports(),
+            **summarise(self.processes.values(), self.library, list(self.versions)).to_json(),
             "processes": [p.to_json() for p in procs],
             "processes_dropped": self.processes_dropped,
         }
+
+
+def _diag(msg: str, proc: NcclProcess) -> bool:
+    m = L.DIAG.match(msg)
+    if m is None or len(proc.diagnostics) >= MAX_NOTES:
+        return m is not None
+    status = m["status"] or m["word"] or ""
+    proc.diagnostics.append((status, cut(m["text"])))
+    return True
+
+
+def _feed_process(msg: str, proc: NcclProcess) -> bool:
+    """One message of one process; cheap substring tests keep most regexes off most lines."""
+    if " via " in msg:
+        return _link(msg, proc)
+    if "comm " in msg and (c := L.COMM.search(msg)) is not None:
+        _comm(c, proc)
+        return True
+    if ("Using" in msg or "Assigned NET" in msg) and _using(msg, proc):
+        return True
+    if "NET/" in msg:
+        if (d := L.NET_DEVICE_LINE.search(msg)) is not None:
+            if not proc.net_devices_of:
+                proc.net_devices_of = d["net"]
+            _add_devices(proc, L.net_devices(msg[d.end() :]))
+            return True
+        if (n := L.NO_DEVICE.search(msg)) is not None:
+            if n["net"] not in proc.no_devices:
+                proc.no_devices.append(n["net"])
+            return True
+    pluginish = "lugin" in msg or "NET/OFI" in msg or "not found" in msg or " ver." in msg
+    if pluginish and _plugin(msg, proc.plugin):
+        return True
+    if ("RDMA" in msg or "DMA-BUF" in msg or "GDR" in msg) and _gdr(msg, proc):
+        return True
+    if " set " in msg and (e := L.ENV.search(msg)) is not None:
+        if e["name"] in proc.env or len(proc.env) < MAX_ENV:
+            proc.env[e["name"]] = cut(e["value"])
+        return True
+    if "libibverbs" in msg and L.NO_VERBS.search(msg):
+        proc.no_verbs = True
+        return True
+    if "NVLS" in msg and L.NVLS.search(msg):
+        proc.nvls = True
+        return True
+    if L.RAS.match(msg):
+        proc.ras = True
+        return True
+    if "Init COMPLETE" in msg:
+        proc.init_complete = True
+        return True
+    return False
+
+
+def _link(msg: str, proc: NcclProcess) -> bool:
+    c = L.LINK.search(msg) or L.COLLNET_LINK.search(msg)
+    if c is None:
+        return False
+    src = int(c["src"])
+    dst = int(c["dst"]) if "dst" in c.re.groupindex else src
+    if len(proc.links) < MAX_LINKS:
+        proc.links[(int(c["ch"]), src, dst, c["dir"] or "")] = L.link(c["via"])
+    if proc.rank is None:  # a sender prints itself first, a receiver last
+        proc.rank = dst if c["dir"] == "receive" else src
+    return True
+
+
+def _comm(c: Any, proc: NcclProcess) -> None:
+    nranks = int(c["nranks"])
+    if c["state"] == "Abort COMPLETE":
+        proc.aborted = True
+    if c["state"] == "Init COMPLETE":
+        proc.init_complete = True
+    if proc.nranks is not None and nranks < proc.nranks:
+        return  # a sub-communicator: the world comm says who this process is
+    proc.rank, proc.nranks = int(c["rank"]), nranks
+    if c["nnodes"] is not None:
+        proc.nnodes, proc.local_ranks = int(c["nnodes"]), int(c["local"])
+    if c["dev"] is not None:
+        proc.cuda_dev = int(c["dev"])
+    if c["bus"] is not None:
+        proc.bus_id = c["bus"].lower()
+
+
+def _using(msg: str, proc: NcclProcess) -> bool:
+    if (b := L.BOOTSTRAP.search(msg)) is not None:
+        proc.bootstrap = L.endpoints(b["rest"])
+        return True
+    if (n := L.NET_USING.search(msg)) is not None:
+        rest = n["rest"]
+        if (o := L.OOB.search(rest)) is not None:
+            proc.ib_oob = o["oob"]
+            rest = rest[: o.start()]
+        devices = L.net_devices(rest)
+        if devices:
+            proc.net_devices, proc.net_devices_of = devices[:MAX_DEVICES], n["net"]
+        elif found := L.endpoints(rest):  # not "NET/Socket: Using 2 threads and 8 sockets"
+            proc.socket_ifs = found
+        return True
+    if (w := L.NETWORK.search(msg)) is not None:
+        proc.network = cut(w["net"])
+        return True
+    return False
+
+
+def _add_devices(proc: NcclProcess, devices: list[NetDevice]) -> None:
+    known = {d.number for d in proc.net_devices}
+    for d in devices:
+        if d.number not in known and len(proc.net_devices) < MAX_DEVICES:
+            proc.net_devices.append(d)
+
+
+def _plugin(msg: str, plugin: Plugin) -> bool:
+    if (m := L.PLUGIN_LOADED.search(msg)) is not None:
+        if m["kind"] == "net":
+            plugin.loaded, plugin.name, plugin.api = True, cut(m["name"]), m["api"]
+        return True
+    if (e := L.PLUGIN_LOAD_ERROR.search(msg)) is not None:
+        if e["path"]:
+            plugin.path = cut(e["path"])
+        error = e["err"] or e["failed"] or e["dlerr"] or ""
+        if L.PLUGIN_ABSENT.search(msg) or e["errno"] == "2":
+            plugin.absent = True
+        elif "symbol" not in error or "not supported" in error:
+            # "Failed to find ncclNetPlugin_v8 symbol" is NCCL trying older plugin APIs.
+            _note(plugin.errors, cut(error))
+        return True
+    if L.PLUGIN_ABSENT.search(msg):
+        plugin.absent = True
+        return True
+    if (x := L.PLUGIN_NETWORK_MISSING.search(msg)) is not None:
+        _note(plugin.errors, cut(f"network {x['net']} not found"))
+        return True
+    if (p := L.PLUGIN_PATH.search(msg)) is not None:
+        plugin.path = cut(p["path"])
+        return True
+    if (h := L.HPCX_PLUGIN.search(msg)) is not None:
+        plugin.name = plugin.name or cut(h["name"])
+        return True
+    if (o := L.OFI_VERSION.search(msg)) is not None:
+        plugin.version = cut(f"{o['name']} {o['ver']}".strip())
+        return True
+    if (s := L.OFI_PROVIDER.search(msg)) is not None:
+        plugin.provider = cut(s["prov"] + (f" ({s['fabric']})" if s["fabric"] else ""))
+        plugin.nics = int(s["nics"]) if s["nics"] else plugin.nics
+        return True
+    if (v := L.PLUGIN_VERSION.search(msg)) is not None:
+        plugin.version = cut(f"{v['name']} {v['ver']}")
+        return True
+    return False
+
+
+def _note(notes: list[str], text: str) -> None:
+    if text not in notes and len(notes) < MAX_NOTES:
+        notes.append(text)
+
+
+def _gdr(msg: str, proc: NcclProcess) -> bool:
+    if (g := L.GDR.search(msg)) is not None:
+        hca = g["name"] or g["hca"]
+        state = g["state"].lower()
+        why = g["why"] or ""
+        if state == "disabled" and why and "distance" not in why:
+            state += f" ({why})"
+        if hca in proc.gdr_hcas or len(proc.gdr_hcas) < MAX_DEVICES:
+            proc.gdr_hcas[hca] = state
+        return True
+    if L.DMABUF.search(msg):
+        proc.dmabuf = True
+        return True
+    if (r := L.RING_GDR.search(msg)) is not None:
+        proc.ring_gdr = r["gdr"] == "1"
+        return True
+    return False
 
 
 def parse_nccl_log(lines: Iterable[str]) -> NcclLog:
     """Parse a whole NCCL_DEBUG=INFO log (launcher prefixes allowed) into NcclLog."""
     log = NcclLog()
     for line in lines:
-        text, origin = strip_prefixes(line.rstrip("\n"))
+        text, origin = strip_prefixes(line.rstrip("\r\n"))
         log.feed(text, origin.host, origin.pid)
     return log

@@ -249,10 +249,11 @@ def _from_log(cap: Capture) -> NcclFacts | Missing | None:
     from doctor.explain.nccl_log import parse_nccl_log
 
     log = parse_nccl_log(text.splitlines())
-    if log.version is None:
-        return Missing("the pasted NCCL_DEBUG=INFO log has no 'NCCL version' line", "absent")
+    if log.is_empty():
+        return Missing("the pasted NCCL_DEBUG=INFO log says nothing NCCL does", "absent")
     unknown = Missing("not shown in an NCCL_DEBUG=INFO log", "unsupported")
-    lib = NcclLibrary(LOGGED, (), ("log",), log.version, log.cuda, unknown, "")
+    version = log.version or Missing("the pasted log has no 'NCCL version' line", "absent")
+    lib = NcclLibrary(LOGGED, (), ("log",), version, log.cuda, unknown, "")
     return NcclFacts((lib,), None, unknown, (), (), log.to_json())
 
 

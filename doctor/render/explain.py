@@ -69,37 +69,46 @@ def _context_lines(doc: dict[str, Any]) -> list[Text]:
         out.append(Text(f"  ranks: {', '.join(str(r) for r in doc['ranks'])}"))
     nccl = doc.get("nccl")
     if nccl:
-        bits = [f"NCCL {nccl['version'] or '?'}"]
-        if nccl["cuda"]:
-            bits.append(f"cuda {nccl['cuda']}")
-        if nccl["nnodes"] is not None:
-            bits.append(f"nNodes {nccl['nnodes']}")
-        if nccl["transports"]:
-            bits.append(
-                "transports "
-                + ", ".join(f"{t} x{n}" for t, n in sorted(nccl["transports"].items()))
-            )
-        out.append(Text("  " + "; ".join(bits)))
-        for p in nccl["processes"]:
-            who = f"rank {p['rank']}" if p["rank"] is not None else "rank ?"
-            where = f"{p['host'] or '?'}:{p['pid'] or '?'}"
-            nets = []
-            if p["bootstrap"]:
-                nets.append("bootstrap " + " ".join(p["bootstrap"]))
-            if p["socket_interfaces"]:
-                nets.append("NET/Socket " + " ".join(p["socket_interfaces"]))
-            if p["ib_devices"]:
-                nets.append("NET/IB " + " ".join(p["ib_devices"]))
-            if p["network"]:
-                nets.append(f"using {p['network']}")
-            if p["transports"]:
-                nets.append(
-                    "via " + ", ".join(f"{t} x{n}" for t, n in sorted(p["transports"].items()))
-                )
-            if nets:
-                out.append(Text(f"    {who} ({where}): " + "; ".join(nets), style="dim"))
+        out.extend(nccl_lines(nccl))
     for err in doc.get("read_errors", ()):
         out.append(Text(f"  could not read all of {err}", style="yellow"))
+    return out
+
+
+def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
+    """What NCCL said it used: the job in one line, a sentence per node, each rank's detail."""
+    bits = [f"{nccl['library'] or 'NCCL'} {'/'.join(nccl['versions']) or '?'}"]
+    if nccl["cuda"]:
+        bits.append(f"cuda {nccl['cuda']}")
+    if nccl["rocm"]:
+        bits.append(f"ROCm {nccl['rocm']}")
+    if nccl["nranks"] is not None:
+        bits.append(f"{nccl['nranks']} ranks")
+    if nccl["nnodes"] is not None:
+        bits.append(f"{nccl['nnodes']} nodes")
+    if nccl["transports"]:
+        bits.append(
+            "transports " + ", ".join(f"{t} x{n}" for t, n in sorted(nccl["transports"].items()))
+        )
+    out = [Text("  " + "; ".join(bits))]
+    for node in nccl["nodes"]:
+        out.append(Text(f"  {node['host']}: {node['summary']}"))
+    for p in nccl["processes"]:
+        who = f"rank {p['rank']}" if p["rank"] is not None else "rank ?"
+        where = f"{p['host'] or '?'}:{p['pid'] or '?'}"
+        nets = []
+        if p["bootstrap"]:
+            nets.append("bootstrap " + " ".join(p["bootstrap"]))
+        if p["socket_interfaces"]:
+            nets.append("NET/Socket " + " ".join(p["socket_interfaces"]))
+        if p["ib_devices"]:
+            nets.append("devices " + " ".join(p["ib_devices"]))
+        if p["network"]:
+            nets.append(f"using {p['network']}")
+        if p["transports"]:
+            nets.append("via " + ", ".join(f"{t} x{n}" for t, n in sorted(p["transports"].items())))
+        if nets:
+            out.append(Text(f"    {who} ({where}): " + "; ".join(nets), style="dim"))
     return out
 
 

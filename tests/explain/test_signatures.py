@@ -131,6 +131,17 @@ EXPECTED = {
     "real/healthy-torchrun-two-agents.log": [],
     # c10d logs every refused attempt while the store's server is not up yet, then connects.
     "real/healthy-store-server-late.log": [],
+    # NCCL's INFO lines of every version range (what NCCL used, not what failed): no signature;
+    # the reader's facts are tested in test_nccl_versions.py, their judgment in tests/checks.
+    "nccl/rccl-roce.log": [],
+    "nccl/v2.12-ib-gdr-srun.log": [],
+    "nccl/v2.18-roce-k8s-hpcx.log": [],
+    "nccl/v2.21-efa-ofi.log": [],
+    "nccl/v2.21-v2.18-drift.log": [],
+    "nccl/v2.27-socket-fallback.log": [],
+    "nccl/v2.31-diagnostics.log": [],
+    "nccl/v2.4-ib-mpirun.log": [],
+    "nccl/v2.7-socket-torchrun.log": [],
 }
 
 # What each captured failure must be blamed on (the first error), not only that it is found.

@@ -99,9 +99,12 @@ def test_nccl_log_gives_the_version_cuda_and_interfaces() -> None:
     assert isinstance(nccl.torch_pick, Missing)
 
 
-def test_a_real_log_without_a_version_line_says_so() -> None:
+def test_a_real_log_without_a_version_line_still_tells_what_nccl_used() -> None:
     nccl = parse_nccl(read_text(pasted("nccl-debug-bootstrap.log")))
-    assert isinstance(nccl, Missing) and "no 'NCCL version' line" in nccl.reason
+    assert isinstance(nccl, NcclFacts) and nccl.log is not None
+    (lib,) = nccl.libraries
+    assert isinstance(lib.version, Missing) and "no 'NCCL version' line" in lib.version.reason
+    assert nccl.log["bootstrap"] == ["eth0"]
 
 
 def test_pasted_nodes_have_no_invented_system_or_nccl_facts() -> None:
