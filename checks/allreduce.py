@@ -73,11 +73,8 @@ def predictions(cluster: ClusterFacts) -> dict[str, Prediction]:
     """From each node's NIC plan (a node without one predicts nothing)."""
     found = {}
     for name, facts in cluster.nodes.items():
-        plan = facts.nic
-        if isinstance(plan, NicPlan):
-            first = plan.bootstrap.first
-            network = "IB" if plan.ib is not None and plan.ib.usable else "Socket"
-            found[name] = Prediction(first.name if first else None, network)
+        if isinstance(facts.nic, NicPlan):
+            found[name] = Prediction(*facts.nic.predicted())
     return found
 
 

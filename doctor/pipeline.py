@@ -27,7 +27,7 @@ from doctor.capture import Capture
 from doctor.collect import gather
 from doctor.connect import connect
 from doctor.facts.allreduce import AllreduceFacts
-from doctor.facts.cluster import ClusterFacts
+from doctor.facts.cluster import ClusterFacts, nccl_used
 from doctor.facts.mesh import SshMesh
 from doctor.facts.node import NodeFacts, parse_node
 from doctor.facts.reach import Reachability
@@ -292,4 +292,6 @@ def sections(cluster: ClusterFacts, request: Request) -> dict[str, Any]:
         out["nics"] = nics_section({n: f.nic for n, f in cluster.nodes.items()})
     if isinstance(cluster.allreduce, AllreduceFacts):
         out["allreduce"] = cluster.allreduce.section()
+    if used := nccl_used(cluster):
+        out["nccl"] = used
     return out

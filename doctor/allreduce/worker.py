@@ -267,6 +267,43 @@ def link_test(torch, dist, spec, device, size):
             dist.send(flag, src, tag=ACK)
 
 
+# What NCCL can say beyond its INFO lines, and the first version that can: RAS (2.24) prints its
+# own subsystem; NCCL_RUN_DIAGNOSTICS and NCCL_RUN_RAS_DIAGNOSTICS (2.31) check the paths and the
+# ranks' configuration at communicator init and print "NCCL DIAG" lines.
+RAS_SINCE = (2, 24, 0)
+DIAGNOSTICS_SINCE = (2, 31, 0)
+
+
+def ask_nccl_to_speak(version):
+    """Switch on what this NCCL version has (environment, before init); what it lacks is named."""
+    on, off = [], []  # type: list[str], list[str]
+    text = ".".join(str(v) for v in version) if version else None
+    if not version:
+        off.append("RAS and diagnostics: torch does not say its NCCL version")
+        return {"version": text, "on": on, "off": off}
+    if tuple(version) >= RAS_SINCE:
+        subsys = os.environ.get("NCCL_DEBUG_SUBSYS", "")
+        if subsys and "RAS" not in subsys.split(",") and subsys.upper() != "ALL":
+            os.environ["NCCL_DEBUG_SUBSYS"] = subsys + ",RAS"
+        on.append("RAS")
+    else:
+        off.append(f"NCCL {text} has no RAS (2.24+)")
+    if tuple(version) >= DIAGNOSTICS_SINCE:
+        os.environ.setdefault("NCCL_RUN_DIAGNOSTICS", "1")
+        os.environ.setdefault("NCCL_RUN_RAS_DIAGNOSTICS", "1")
+        on.append("diagnostics")
+    else:
+        off.append(f"NCCL {text} has no init-time diagnostics (2.31+)")
+    return {"version": text, "on": on, "off": off}
+
+
+def nccl_version(torch):
+    try:
+        return tuple(torch.cuda.nccl.version())[:3]
+    except Exception:  # a torch without NCCL, or an old one that returns an int
+        return None
+
+
 def run_rank(spec, word):
     rank, world = spec["rank"], spec["world_size"]
     emit(
@@ -304,7 +341,8 @@ def run_rank(spec, word):
         emit("fail", phase="rendezvous", error=first_line(exc))
         return 1
 
-    emit("phase", phase="init", backend=spec["backend"], torch=torch.__version__)
+    voice = ask_nccl_to_speak(nccl_version(torch)) if spec["backend"] == "nccl" else None
+    emit("phase", phase="init", backend=spec["backend"], torch=torch.__version__, nccl=voice)
     timeout = datetime.timedelta(seconds=spec["collective_timeout_s"])
     try:
         if spec["backend"] == "nccl":

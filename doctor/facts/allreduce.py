@@ -122,6 +122,8 @@ class RankState:
     links: list[dict[str, Any]] = field(default_factory=list)
     sweep_stopped: dict[str, Any] = field(default_factory=dict)
     stderr: str = ""
+    # What the worker asked NCCL to say (RAS, diagnostics) and what its version lacks.
+    nccl_voice: dict[str, Any] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:
@@ -140,6 +142,8 @@ class RankState:
                 self.host = str(event.get("host", ""))
                 self.pid = event.get("pid")
                 self.env = dict(event.get("env") or {})
+            elif self.phase == "init" and isinstance(event.get("nccl"), dict):
+                self.nccl_voice = event["nccl"]
         elif kind == "fail":
             self.error = str(event.get("error", "failed"))
             self.failed_phase = str(event.get("phase", self.phase))

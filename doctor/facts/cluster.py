@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.mesh import SshMesh
@@ -10,6 +11,7 @@ from doctor.facts.node import NodeFacts
 from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
+from doctor.nic.choice import NicPlan
 
 
 @dataclass(frozen=True)
@@ -37,3 +39,34 @@ class ClusterFacts:
     def names(self) -> list[str]:
         """Every node in inventory order, reachable or not."""
         return list(self.nodes) + [n for n in self.failures if n not in self.nodes]
+
+
+def nccl_used(cluster: ClusterFacts) -> list[dict[str, Any]]:
+    """Per node, what NCCL said it used (a given log, the allreduce's ranks' logs) beside what
+    the doctor predicts: the report's "nccl" section; empty where NCCL said nothing."""
+    said: list[tuple[str, str, dict[str, Any]]] = []  # (node, where from, the node's summary)
+    for name, node_facts in cluster.nodes.items():
+        log = None if isinstance(node_facts.nccl, Missing) else node_facts.nccl.log
+        uses = (log or {}).get("nodes", [])
+        for use in uses:
+            said.append((name if len(uses) == 1 else use["host"], "log", use))
+    if isinstance(cluster.allreduce, AllreduceFacts) and cluster.allreduce.runs:
+        run = cluster.allreduce.runs[0]
+        node_of = {r.host: r.node for r in run.ranks if r.host}
+        voice = next((r.nccl_voice for r in run.ranks if r.nccl_voice), {})
+        asked = ", ".join([*(f"{x} on" for x in voice.get("on", ())), *voice.get("off", ())])
+        source = f"allreduce {run.label}" + (f" ({asked})" if asked else "")
+        for use in (run.nccl or {}).get("nodes", ()):
+            said.append((node_of.get(use["host"], use["host"]), source, use))
+    rows = []
+    for node, source, use in said:
+        facts = cluster.nodes.get(node)
+        plan = facts.nic if facts is not None else None
+        predicted = "nothing: the node's interfaces are not known"
+        if isinstance(plan, NicPlan):
+            bootstrap, network = plan.predicted()
+            predicted = f"NET/{network}, bootstrap {bootstrap or 'none'}"
+        rows.append(
+            {"node": node, "source": source, "used": use["summary"], "predicted": predicted}
+        )
+    return rows

@@ -35,6 +35,12 @@ class NicPlan:
     # node's own interface name.
     mpi_include: str | None = None
 
+    def predicted(self) -> tuple[str | None, str]:
+        """What NCCL will use, as the replay predicts: (bootstrap interface, IB or Socket)."""
+        first = self.bootstrap.first
+        network = "IB" if self.ib is not None and self.ib.usable else "Socket"
+        return (first.name if first else None, network)
+
     def recommendation(self) -> dict[str, str]:
         """Environment that pins every library to the recommended interface."""
         if self.recommended is None:

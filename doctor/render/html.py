@@ -129,6 +129,7 @@ def render_html(document: dict[str, Any]) -> str:
             undrawn=compact(undrawn),
             allreduce=build_allreduce(allreduce),
             plot=build_plot(allreduce, document.get("nics")),
+            nccl=[as_dict(row) for row in as_list(document.get("nccl"))],
         )
     )
 

@@ -151,3 +151,8 @@ def _stage_sections(report: Report, console: Console) -> None:
     allreduce = sections.get("allreduce")
     if allreduce and not allreduce["skipped"]:  # a skip is already its check's line
         render_allreduce(allreduce, console)
+    if "nccl" in sections:
+        console.print(Text("\nWhat NCCL said it used", style="bold underline"))
+        for row in sections["nccl"]:
+            console.print(f"  {row['node']} ({row['source']}): {row['used']}", markup=False)
+            console.print(f"    predicted: {row['predicted']}", style="dim", markup=False)

@@ -1,0 +1,286 @@
+"""What NCCL said it used (a pasted NCCL_DEBUG=INFO log, or the live allreduce's rank logs) held
+against what the node has: sockets where RDMA ports are up, GPUDirect RDMA off, ranks of one node
+talking over the network, NCCL's own diagnostics, and ranks of one job that disagree.
+
+The judgments read the log's JSON form (doctor/explain/nccl_log.py ``to_json``), which is what
+both a pasted log (NcclFacts.log) and the allreduce (RunResult.nccl) keep; checks/allreduce.py
+calls ``judge`` and ``drift`` on the live run's logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from doctor.facts.cluster import ClusterFacts
+from doctor.facts.node import NodeFacts
+from doctor.facts.rdma import RdmaFacts
+from doctor.model import Finding, Fix, Missing, Severity
+from doctor.nic.choice import NicPlan
+from doctor.nodeset import compact, split_by_value
+from doctor.plugin import Skip, cluster_check, need, node_check
+
+CODES = {
+    "nccl.log.socket_fallback": "RDMA ports are up but NCCL sent over sockets (names the reason)",
+    "nccl.log.gdr_off": "NCCL's RDMA channels ran without GPUDirect RDMA where it was possible",
+    "nccl.log.intra_node_network": "ranks on one node talked through the network, not P2P/SHM",
+    "nccl.log.diagnostics": "NCCL's own diagnostics (NCCL_RUN_DIAGNOSTICS, 2.31+) saw a problem",
+    "nccl.log.bootstrap": "NCCL bootstrapped on another interface than the doctor predicts",
+}
+DRIFT_CODES = {
+    "nccl.log.drift": "ranks of one job on different NCCL versions, networks, plugins or NCCL_* "
+    "settings: the classic silent hang",
+}
+TRUE = ("1", "true", "yes", "on")
+IB_DISABLE = Fix(
+    "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off: unset it (and NCCL_NET=Socket) where RDMA works.",
+    ("unset NCCL_IB_DISABLE NCCL_NET",),
+)
+
+
+def _env(proc: dict[str, Any], facts: NodeFacts | None, name: str) -> str | None:
+    """A setting as the log showed it, else as the node's environment has it."""
+    if name in proc["env"]:
+        return str(proc["env"][name])
+    env = facts.env if facts is not None else None
+    return env.get(name) if isinstance(env, dict) else None
+
+
+def _rdma(facts: NodeFacts | None) -> RdmaFacts | None:
+    rdma = facts.rdma if facts is not None else None
+    return rdma if isinstance(rdma, RdmaFacts) and rdma.present else None
+
+
+def _active_ports(facts: NodeFacts | None) -> list[str]:
+    rdma = _rdma(facts)
+    if rdma is None:
+        return []
+    return [f"{h.name}:{p.number}" for h in rdma.hcas for p in h.ports if p.active]
+
+
+def _socket_reason(proc: dict[str, Any], facts: NodeFacts | None) -> tuple[str, Fix]:
+    """Why NCCL used sockets where RDMA devices exist, from the log first, then the node."""
+    if (_env(proc, facts, "NCCL_IB_DISABLE") or "").lower() in TRUE:
+        return "NCCL_IB_DISABLE=1 is set", IB_DISABLE
+    net = _env(proc, facts, "NCCL_NET")
+    if net and net.lower() == "socket":
+        return "NCCL_NET=Socket is set", IB_DISABLE
+    if proc["plugin"]["status"] == "failed":
+        return (
+            f"the net plugin failed to load ({proc['plugin']['errors'][0]})",
+            Fix("Fix or remove the net plugin (NCCL_NET_PLUGIN, libnccl-net.so on the path)."),
+        )
+    rdma = _rdma(facts)
+    if proc["libibverbs_missing"] or (rdma is not None and rdma.verbs_loadable is False):
+        return "libibverbs (rdma-core) cannot be loaded", Fix(
+            "Install rdma-core's libibverbs and the provider for the HCA in this image.",
+            ("apt-get install libibverbs1 ibverbs-providers",),
+        )
+    if rdma is not None and isinstance(rdma.uverbs, tuple) and not rdma.uverbs:
+        return "/dev/infiniband is not visible (a container without the devices)", Fix(
+            "Pass the RDMA devices into the container.",
+            ("docker run --device=/dev/infiniband ...",),
+        )
+    if "IB" in proc["no_devices"]:
+        return "NCCL's IB transport found no usable device", Fix(
+            "Check NCCL_IB_HCA against /sys/class/infiniband and that the ports are ACTIVE.",
+            ("ibv_devinfo | grep -E 'hca_id|state'",),
+        )
+    return "the log does not say why", Fix(
+        "Run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV and read the NET/IB lines."
+    )
+
+
+def _node_procs(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    for proc in doc["processes"]:
+        by_host.setdefault(proc["host"] or "?", []).append(proc)
+    return by_host
+
+
+def judge(
+    node: str, procs: list[dict[str, Any]], use: dict[str, Any], facts: NodeFacts | None
+) -> Iterator[Finding]:
+    """One node's processes (``use``: its summary in the log's "nodes") against its facts."""
+    said = use["summary"]
+    sockets = [p for p in procs if p["network"] == "Socket"]
+    rdma_seen = _active_ports(facts) or sorted({d for p in procs for d in p["ib_devices"]})
+    if sockets and rdma_seen:
+        reason, fix = _socket_reason(sockets[0], facts)
+        yield Finding(
+            "nccl.log.socket_fallback",
+            Severity.WARN,
+            f"NCCL sent over sockets on {node} though RDMA ports are up "
+            f"({', '.join(rdma_seen[:4])}): {reason}",
+            (node,),
+            (said, f"RDMA: {', '.join(rdma_seen)}"),
+            fix,
+        )
+    off = [p for p in procs if p["gdr"] is False]
+    why = sorted({s for p in off for s in p["gdr_hcas"].values() if s != "disabled"})
+    rdma = _rdma(facts)
+    if off and (why or (rdma is not None and rdma.gdr_module is None)):
+        yield Finding(
+            "nccl.log.gdr_off",
+            Severity.WARN,
+            f"NCCL's RDMA channels on {node} ran without GPUDirect RDMA"
+            + (f" ({'; '.join(why)})" if why else " (no peer-memory module on the node)"),
+            (node,),
+            (said,),
+            Fix(
+                "Load nvidia-peermem (or use the open kernel module on Linux 5.12+ for DMA-BUF), "
+                "and leave NCCL_NET_GDR_LEVEL unset.",
+                ("sudo modprobe nvidia-peermem",),
+            ),
+        )
+    local = max([p["local_ranks"] or 0 for p in procs] + [len(procs)])
+    if local > 1 and use["inter_node"] and not use["intra_node"]:
+        disabled = [
+            f"{k}={v}"
+            for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")
+            if (v := _env(procs[0], facts, k)) and v.lower() in TRUE
+        ]
+        cause = ", ".join(disabled) or "no P2P or shared memory between the ranks' containers"
+        yield Finding(
+            "nccl.log.intra_node_network",
+            Severity.WARN,
+            f"{local} ranks on {node} talked through {'/'.join(use['inter_node'])}, not P2P or "
+            f"SHM: {cause}",
+            (node,),
+            (said,),
+            Fix(
+                "Unset NCCL_P2P_DISABLE/NCCL_SHM_DISABLE; run the ranks in one container or with "
+                "--ipc=host --pid=host; check ACS on the PCIe switches (doctor topo).",
+            ),
+        )
+    for p in procs:
+        for d in p["diagnostics"]:
+            if d["status"] in ("FAIL", "WARN", "ERROR"):
+                yield Finding(
+                    "nccl.log.diagnostics",
+                    Severity.FAIL if d["status"] != "WARN" else Severity.WARN,
+                    f"NCCL's diagnostics on {node}: {d['text']}",
+                    (node,),
+                    (f"NCCL DIAG [{d['status']}] {d['text']}",),
+                    Fix(
+                        "Read the diagnostics' lines around it; rerun with NCCL_RUN_DIAGNOSTICS=1."
+                    ),
+                )
+    plan = facts.nic if facts is not None else None
+    want = plan.bootstrap.first if isinstance(plan, NicPlan) else None
+    got = use["bootstrap"]
+    if want is not None and got and want.name not in got:
+        yield Finding(
+            "nccl.log.bootstrap",
+            Severity.WARN,
+            f"NCCL bootstrapped on {','.join(got)} on {node}; the doctor predicts {want.name} "
+            "from the node's interfaces and settings",
+            (node,),
+            (said, f"predicted: {want.name}"),
+            Fix(
+                "The log and the node's facts disagree: was the log from another environment? "
+                "Pin the interface you mean.",
+                (f"export NCCL_SOCKET_IFNAME=={want.name}",),
+            ),
+        )
+
+
+def judge_log(
+    doc: dict[str, Any], node_of: dict[str, str], facts: dict[str, NodeFacts]
+) -> list[Finding]:
+    """Every node of one log: ``node_of`` maps a log's host name to the doctor's node name."""
+    by_host = _node_procs(doc)
+    found: list[Finding] = []
+    for use in doc["nodes"]:
+        node = node_of.get(use["host"], use["host"])
+        found.extend(judge(node, by_host.get(use["host"], []), use, facts.get(node)))
+    return found
+
+
+def _label(proc: dict[str, Any], node: str, one_per_node: bool) -> str:
+    if one_per_node:
+        return node
+    return f"{proc['host'] or node} rank {proc['rank'] if proc['rank'] is not None else '?'}"
+
+
+def drift(procs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Finding]:
+    """Ranks of one job that disagree on version, network, plugin or an NCCL_* setting."""
+    procs = list(procs)
+    nodes = [n for n, _ in procs]
+    one_per_node = len(set(nodes)) == len(nodes)
+    labels = [_label(p, n, one_per_node) for n, p in procs]
+    plugins = [p["plugin"]["name"] or p["plugin"]["status"] for _, p in procs]
+    # NCCL prints the NCCL_* variables that are set (ENV is on by default): one a rank printed
+    # and another did not is unset there.
+    keys = sorted({k for _, p in procs for k in p["env"] if not k.startswith("NCCL_DEBUG")})
+    wanted: list[tuple[str, list[Any]]] = [
+        ("NCCL version", [p["version"] for _, p in procs]),
+        ("network", [p["network"] for _, p in procs]),
+        ("net plugin", plugins),
+    ]
+    for key in keys:
+        wanted.append((key, [p["env"].get(key, "(unset)") for _, p in procs]))
+    for what, values in wanted:
+        split = split_by_value(
+            {lab: v for lab, v in zip(labels, values, strict=True) if v is not None}
+        )
+        if split is None:
+            continue
+        for value, who in split.others.items():
+            yield Finding(
+                "nccl.log.drift",
+                Severity.FAIL,
+                f"{what} differs between ranks of one job: {compact(who)} {value}, "
+                f"{compact(split.reference_nodes)} {split.reference}",
+                tuple(sorted({n for (n, _), lab in zip(procs, labels, strict=True) if lab in who})),
+                (
+                    f"{compact(who)}: {value}",
+                    f"{compact(split.reference_nodes)}: {split.reference}",
+                ),
+                Fix(
+                    "Run every rank from one image and one environment: the same NCCL, plugin "
+                    "and NCCL_* settings on every node."
+                ),
+            )
+
+
+def _log(facts: NodeFacts) -> dict[str, Any]:
+    nccl = need(facts.nccl, "NCCL")
+    if nccl.log is None:
+        raise Skip("no NCCL_DEBUG=INFO log was given for this node")
+    return nccl.log
+
+
+@node_check(
+    "nccl.log",
+    "What NCCL's own log says it used, against the node",
+    needs=("nccl",),
+    codes=CODES,
+)
+def nccl_log(facts: NodeFacts) -> Iterator[Finding]:
+    doc = _log(facts)
+    hosts = [u["host"] for u in doc["nodes"]]
+    node_of = {hosts[0]: facts.node} if len(hosts) == 1 else {}
+    own = {facts.node: facts}
+    yield from judge_log(doc, node_of, own)
+
+
+@cluster_check(
+    "nccl.log_drift",
+    "Every rank's NCCL log agrees on version, network, plugin and settings",
+    needs=("nccl",),
+    codes=DRIFT_CODES,
+)
+def nccl_log_drift(cluster: ClusterFacts) -> Iterator[Finding]:
+    procs: list[tuple[str, dict[str, Any]]] = []
+    for name, facts in cluster.nodes.items():
+        nccl = facts.nccl
+        if isinstance(nccl, Missing) or nccl.log is None:
+            continue
+        procs.extend((name, p) for p in nccl.log["processes"])
+    if not procs:
+        raise Skip("no NCCL_DEBUG=INFO log was given")
+    yield from drift(procs)
+
+
+CHECKS = [nccl_log, nccl_log_drift]
