@@ -167,20 +167,23 @@ def judge(
                     ),
                 )
     plan = facts.nic if facts is not None else None
-    want = plan.bootstrap.first if isinstance(plan, NicPlan) else None
-    got = use["bootstrap"]
-    if want is not None and got and want.name not in got:
+    if not isinstance(plan, NicPlan) or plan.bootstrap.first is None:
+        return
+    want, got = plan.bootstrap.first.name, use["bootstrap"]
+    if got and want not in got:
+        right = plan.recommended.name if plan.recommended is not None else want
+        basis = "every peer reached it" if plan.proven else "the replay of NCCL's choice picks it"
         yield Finding(
             "nccl.log.bootstrap",
             Severity.WARN,
-            f"NCCL bootstrapped on {','.join(got)} on {node}; the doctor predicts {want.name} "
-            "from the node's interfaces and settings",
+            f"NCCL bootstrapped on {','.join(got)} on {node}; the doctor predicts {want} from the "
+            f"node's interfaces and settings, and {right} is right ({basis})",
             (node,),
-            (said, f"predicted: {want.name}"),
+            (said, f"predicted: {want} ({plan.bootstrap.rule})"),
             Fix(
-                "The log and the node's facts disagree: was the log from another environment? "
-                "Pin the interface you mean.",
-                (f"export NCCL_SOCKET_IFNAME=={want.name}",),
+                "The log and the node's facts disagree (another environment, or an interface "
+                "that came and went): pin the interface.",
+                (f"export NCCL_SOCKET_IFNAME=={right}",),
             ),
         )
 

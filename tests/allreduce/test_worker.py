@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import os
 import queue
 import sys
 import time
+
+import pytest
 
 from doctor.allreduce.run import worker_argv, worker_source, worker_spec
 from doctor.facts.allreduce import Plan, Rank
@@ -67,3 +70,39 @@ def test_rank_zero_reports_the_interface_address_and_port_before_importing_torch
     line = seen[1]
     assert line is not None
     assert (line["ev"], line["addr"], line["port_free"]) == ("address", "127.0.0.1", True)
+
+
+def test_nccl_is_asked_for_what_its_version_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    from doctor.allreduce import worker
+    from doctor.allreduce.run import NCCL_DEBUG_ENV
+
+    for key, value in NCCL_DEBUG_ENV.items():
+        monkeypatch.setenv(key, value)
+    for key in ("NCCL_RUN_DIAGNOSTICS", "NCCL_RUN_RAS_DIAGNOSTICS"):
+        monkeypatch.delenv(key, raising=False)
+    old = worker.ask_nccl_to_speak((2, 21, 5))
+    assert old == {
+        "version": "2.21.5",
+        "on": [],
+        "off": [
+            "NCCL 2.21.5 has no RAS (2.24+)",
+            "NCCL 2.21.5 has no init-time diagnostics (2.31+)",
+        ],
+    }
+    assert "RAS" not in os.environ["NCCL_DEBUG_SUBSYS"] and "NCCL_RUN_DIAGNOSTICS" not in os.environ
+    new = worker.ask_nccl_to_speak((2, 32, 3))
+    assert new["on"] == ["RAS", "diagnostics"] and not new["off"]
+    assert os.environ["NCCL_DEBUG_SUBSYS"] == "INIT,BOOTSTRAP,ENV,NET,RAS"
+    assert os.environ["NCCL_RUN_DIAGNOSTICS"] == os.environ["NCCL_RUN_RAS_DIAGNOSTICS"] == "1"
+    assert worker.ask_nccl_to_speak(None)["off"] == [
+        "RAS and diagnostics: torch does not say its NCCL version"
+    ]
+
+
+def test_the_rank_keeps_what_nccl_was_asked() -> None:
+    from doctor.facts.allreduce import RankState
+
+    state = RankState(0, "n1")
+    voice = {"version": "2.32.3", "on": ["RAS", "diagnostics"], "off": []}
+    state.apply({"ev": "phase", "phase": "init", "nccl": voice}, 1.0)
+    assert state.nccl_voice == voice and state.phase == "init"

@@ -107,3 +107,14 @@ def test_ranks_of_one_node_over_the_network(tmp_path: Path) -> None:
     (found,) = [f for f in report["findings"] if f["code"] == "nccl.log.intra_node_network"]
     assert "NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1" in found["summary"]
     assert found["nodes"] == ["n1"]
+
+
+def test_bootstrap_elsewhere_than_predicted_says_which_is_right(tmp_path: Path) -> None:
+    ip_a = body(PASTE / "netns-ip-a.txt").decode()  # eth0 10.77.0.5 and a bridge, a macvlan
+    log_text = "n1:5:5 [0] NCCL INFO Bootstrap : Using veth9:10.9.9.9<0>\n"
+    report = analyze(tmp_path, n1=log_text, n1__ip=ip_a)
+    (found,) = [f for f in report["findings"] if f["code"] == "nccl.log.bootstrap"]
+    assert "bootstrapped on veth9" in found["summary"] and "eth0 is right" in found["summary"]
+    assert found["fix"]["commands"] == ["export NCCL_SOCKET_IFNAME==eth0"]
+    (row,) = report["nccl"]
+    assert row["predicted"] == "NET/Socket, bootstrap eth0"
