@@ -3,8 +3,7 @@ against what the node has: sockets where RDMA ports are up, GPUDirect RDMA off, 
 talking over the network, NCCL's own diagnostics, and ranks of one job that disagree.
 
 The judgments read the log's JSON form (doctor/explain/nccl_log.py ``to_json``), which is what
-both a pasted log (NcclFacts.log) and the allreduce (RunResult.nccl) keep; checks/allreduce.py
-calls ``judge`` and ``drift`` on the live run's logs.
+both a pasted log (NcclFacts.log) and the live allreduce (RunResult.nccl) keep.
 """
 
 from __future__ import annotations
@@ -12,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.rdma import RdmaFacts
 from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nic.choice import NicPlan
 from doctor.nodeset import compact, split_by_value
-from doctor.plugin import Skip, cluster_check, need, node_check
+from doctor.plugin import Skip, cluster_check
 
 CODES = {
     "nccl.log.socket_fallback": "RDMA ports are up but NCCL sent over sockets (names the reason)",
@@ -99,9 +99,15 @@ def _node_procs(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def judge(
-    node: str, procs: list[dict[str, Any]], use: dict[str, Any], facts: NodeFacts | None
+    node: str,
+    procs: list[dict[str, Any]],
+    use: dict[str, Any],
+    facts: NodeFacts | None,
+    bootstrap: bool,
 ) -> Iterator[Finding]:
-    """One node's processes (``use``: its summary in the log's "nodes") against its facts."""
+    """One node's processes (``use``: its summary in the log's "nodes") against its facts;
+    ``bootstrap``: hold the bootstrap interface against the prediction too (the live run's
+    allreduce.nccl_iface_mismatch already does)."""
     said = use["summary"]
     sockets = [p for p in procs if p["network"] == "Socket"]
     rdma_seen = _active_ports(facts) or sorted({d for p in procs for d in p["ib_devices"]})
@@ -167,7 +173,7 @@ def judge(
                     ),
                 )
     plan = facts.nic if facts is not None else None
-    if not isinstance(plan, NicPlan) or plan.bootstrap.first is None:
+    if not bootstrap or not isinstance(plan, NicPlan) or plan.bootstrap.first is None:
         return
     want, got = plan.bootstrap.first.name, use["bootstrap"]
     if got and want not in got:
@@ -188,16 +194,18 @@ def judge(
         )
 
 
-def judge_log(
-    doc: dict[str, Any], node_of: dict[str, str], facts: dict[str, NodeFacts]
-) -> list[Finding]:
-    """Every node of one log: ``node_of`` maps a log's host name to the doctor's node name."""
-    by_host = _node_procs(doc)
-    found: list[Finding] = []
-    for use in doc["nodes"]:
-        node = node_of.get(use["host"], use["host"])
-        found.extend(judge(node, by_host.get(use["host"], []), use, facts.get(node)))
-    return found
+def logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
+    """Every NCCL log the cluster's facts hold: (where from, the log, log host -> node)."""
+    for name, facts in cluster.nodes.items():
+        log = None if isinstance(facts.nccl, Missing) else facts.nccl.log
+        if log is not None:
+            hosts = [u["host"] for u in log["nodes"]]
+            yield "log", log, ({hosts[0]: name} if len(hosts) == 1 else {})
+    allreduce = cluster.allreduce
+    if isinstance(allreduce, AllreduceFacts) and allreduce.runs:
+        run = allreduce.runs[0]
+        if run.nccl:
+            yield "allreduce", run.nccl, {r.host: r.node for r in run.ranks if r.host}
 
 
 def _label(proc: dict[str, Any], node: str, one_per_node: bool) -> str:
@@ -247,43 +255,24 @@ def drift(procs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Finding]:
             )
 
 
-def _log(facts: NodeFacts) -> dict[str, Any]:
-    nccl = need(facts.nccl, "NCCL")
-    if nccl.log is None:
-        raise Skip("no NCCL_DEBUG=INFO log was given for this node")
-    return nccl.log
-
-
-@node_check(
-    "nccl.log",
-    "What NCCL's own log says it used, against the node",
-    needs=("nccl",),
-    codes=CODES,
-)
-def nccl_log(facts: NodeFacts) -> Iterator[Finding]:
-    doc = _log(facts)
-    hosts = [u["host"] for u in doc["nodes"]]
-    node_of = {hosts[0]: facts.node} if len(hosts) == 1 else {}
-    own = {facts.node: facts}
-    yield from judge_log(doc, node_of, own)
-
-
 @cluster_check(
-    "nccl.log_drift",
-    "Every rank's NCCL log agrees on version, network, plugin and settings",
-    needs=("nccl",),
-    codes=DRIFT_CODES,
+    "nccl.log",
+    "What NCCL's own log (pasted, or the allreduce's ranks') says it used, against the node",
+    codes={**CODES, **DRIFT_CODES},
 )
-def nccl_log_drift(cluster: ClusterFacts) -> Iterator[Finding]:
+def nccl_log(cluster: ClusterFacts) -> Iterator[Finding]:
+    found = list(logs(cluster))
+    if not found:
+        raise Skip("no NCCL_DEBUG=INFO log: none was given, and no NCCL allreduce ran")
     procs: list[tuple[str, dict[str, Any]]] = []
-    for name, facts in cluster.nodes.items():
-        nccl = facts.nccl
-        if isinstance(nccl, Missing) or nccl.log is None:
-            continue
-        procs.extend((name, p) for p in nccl.log["processes"])
-    if not procs:
-        raise Skip("no NCCL_DEBUG=INFO log was given")
+    for where, doc, node_of in found:
+        by_host = _node_procs(doc)
+        for use in doc["nodes"]:
+            node = node_of.get(use["host"], use["host"])
+            facts = cluster.nodes.get(node)
+            yield from judge(node, by_host.get(use["host"], []), use, facts, where == "log")
+            procs.extend((node, p) for p in by_host.get(use["host"], []))
     yield from drift(procs)
 
 
-CHECKS = [nccl_log, nccl_log_drift]
+CHECKS = [nccl_log]

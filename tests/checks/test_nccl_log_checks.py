@@ -3,6 +3,7 @@ written fixtures of tests/fixtures/logs/nccl and tests/fixtures/paste."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -118,3 +119,42 @@ def test_bootstrap_elsewhere_than_predicted_says_which_is_right(tmp_path: Path) 
     assert found["fix"]["commands"] == ["export NCCL_SOCKET_IFNAME==eth0"]
     (row,) = report["nccl"]
     assert row["predicted"] == "NET/Socket, bootstrap eth0"
+
+
+# Two ranks' output of a live NCCL allreduce, written from NCCL 2.27.3's format strings (param.cc
+# "%s set by environment to %s", init.cc "Using network %s", "comm %p rank %d nRanks %d nNodes %d
+# localRanks %d localRank %d MNNVL %d", transport/net.cc "... [send] via NET/%s/%d%s%s%s").
+LIVE = {
+    0: "a1:7:7 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1\n"
+    "a1:7:9 [0] NCCL INFO Using network Socket\n"
+    "a1:7:9 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0\n"
+    "a1:7:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n",
+    1: "a2:8:8 [0] NCCL INFO NCCL version 2.25.1+cuda12.8\n"
+    "a2:8:9 [0] NCCL INFO Using network Socket\n"
+    "a2:8:9 [0] NCCL INFO comm 0x2 rank 1 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0\n",
+}
+
+
+def test_the_live_allreduce_logs_are_judged_too() -> None:
+    from checks.nccl_log import nccl_log
+    from doctor.allreduce.stage import with_logs
+    from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RankState, RunResult
+    from doctor.facts.rdma import Hca, Port, RdmaFacts
+    from doctor.inventory import Node
+    from tests.factkit import cluster, node
+
+    port = Port(1, 4, "ACTIVE", "LinkUp", 200.0, "InfiniBand", ())
+    rdma = RdmaFacts((Hca("mlx5_0", None, None, None, (), (port,)),), ("uverbs0",), True, None)
+    plan = Plan(ranks=(Rank(0, Node("n1")), Rank(1, Node("n2"))), port=1, backend="nccl")
+    ranks = [RankState(r, f"n{r + 1}", host=f"a{r + 1}", stderr=LIVE[r]) for r in (0, 1)]
+    run = with_logs(RunResult("as configured", plan, "passed", ranks, 1.0), "nccl")
+    facts = AllreduceFacts("nccl", 2, "n1", 1, "python3", "n1:1", runs=(run,))
+    both = cluster(node("n1", rdma=rdma), node("n2", rdma=rdma))
+    both = dataclasses.replace(both, allreduce=facts)
+    found = {(f.code, f.nodes) for f in nccl_log.fn(both)}
+    assert ("nccl.log.socket_fallback", ("n1",)) in found  # NCCL_IB_DISABLE=1, named
+    assert ("nccl.log.socket_fallback", ("n2",)) in found  # the reason is unknown there
+    drift = [f for f in nccl_log.fn(both) if f.code == "nccl.log.drift"]
+    (only,) = drift  # the version is known on n2 only: not a disagreement
+    assert only.summary.startswith("NCCL_IB_DISABLE differs between ranks of one job: ")
+    assert set(only.nodes) <= {"n1", "n2"} and {"n1: 1", "n2: (unset)"} & set(only.evidence)
