@@ -239,7 +239,7 @@ def _link(msg: str, proc: NcclProcess) -> bool:
     return True
 
 
-def _comm(c: Any, proc: NcclProcess) -> None:
+def _comm(c: re.Match[str], proc: NcclProcess) -> None:
     nranks = int(c["nranks"])
     if c["state"] == "Abort COMPLETE":
         proc.aborted = True
