@@ -121,12 +121,6 @@ class NcclProcess:
             return self.net_devices_of
         return "Socket" if self.socket_ifs else None
 
-    def used_devices(self) -> list[NetDevice]:
-        """The devices its NET links went through; all it listed when no link said."""
-        picked = {link.net_device for link in self.links.values() if link.net_device is not None}
-        chosen = [d for d in self.net_devices if d.number in picked]
-        return chosen or list(self.net_devices)
-
     def gdr(self) -> bool | None:
         """Whether GPUDirect RDMA carried its RDMA channels (None: none, or sockets only)."""
         net = [t.transport for t in self.links.values() if t.transport.startswith("NET/")]
@@ -188,7 +182,7 @@ class NcclProcess:
             "plugin": self.plugin.to_json(),
             "hcas": [
                 {"name": d.name, "port": d.port, "link_layer": d.link_layer}
-                for d in self.used_devices()
+                for d in self.net_devices
             ],
             "ib_devices": [f"{d}:{p}/{k}" for d, p, k in self.ib_devices],
             "no_devices": list(self.no_devices),

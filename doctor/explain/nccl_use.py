@@ -106,8 +106,9 @@ def node_use(host: str, procs: list[NcclProcess], library: str, version: str | N
     transports: Counter[str] = Counter()
     for p in procs:
         transports.update(p.transports())
-    hcas = sorted({d.name for p in procs for d in p.used_devices()})
-    layers = sorted({d.link_layer for p in procs for d in p.used_devices()})
+    # The devices NCCL opened ("NET/IB : Using ..."), not only those a few channel lines name.
+    hcas = sorted({d.name for p in procs for d in p.net_devices})
+    layers = sorted({d.link_layer for p in procs for d in p.net_devices})
     return NodeUse(
         host=host,
         ranks=tuple(sorted({p.rank for p in procs if p.rank is not None})),
