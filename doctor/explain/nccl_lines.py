@@ -30,13 +30,14 @@ import re
 from typing import NamedTuple
 
 # A line NCCL (or RCCL, which keeps NCCL's logger) wrote through its logger; group "msg" is the
-# message. The "host:pid:tid [dev]" before it is read here too: behind a prefix strip_prefixes
-# does not know (kubectl logs --prefix, a job scheduler's) it is still there, and DIAG lines
-# carry "host:pid" alone.
-MARKER = re.compile(
-    r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+)(?::\d+)?(?: \[\d+\])? "
-    r"(?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?)?"
-    r"\b[NR]CCL (?P<lvl>INFO|WARN|ATTN|TRACE|ERROR|DIAG) (?P<msg>.*)"
+# message.
+MARKER = re.compile(r"\b[NR]CCL (?P<lvl>INFO|WARN|ATTN|TRACE|ERROR|DIAG) (?P<msg>.*)")
+# The "host:pid:tid [dev]" just before the marker: behind a prefix strip_prefixes does not know
+# (kubectl logs --prefix, a scheduler's) it is still there, and DIAG lines carry "host:pid" alone.
+# Only tried on what precedes the marker, and only where strip_prefixes found no host.
+ORIGIN = re.compile(
+    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+)(?::\d+)?(?: \[\d+\])? "
+    r"(?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?$"
 )
 VERSION = re.compile(
     r"\b(?P<lib>NCCL|RCCL) version ?:? ?(?P<ver>\d+\.\d+\.\d+)(?P<suffix>[a-z0-9.]*)"

@@ -64,8 +64,8 @@ class NcclLog:
         m = L.MARKER.search(text)
         if m is None:  # a bare banner: NCCL 2.4's version on stdout, RCCL's extra lines
             return self._banner(text, None)
-        if m["host"] and host is None:  # behind an unknown prefix, or a DIAG line
-            host, pid = m["host"], int(m["pid"])
+        if host is None and m.start() and (o := L.ORIGIN.search(text, 0, m.start())) is not None:
+            host, pid = o["host"], int(o["pid"])  # behind an unknown prefix, or a DIAG line
         key = (host, pid)
         proc = self.processes.get(key)
         if proc is None:
@@ -82,6 +82,8 @@ class NcclLog:
         return said
 
     def _banner(self, text: str, proc: NcclProcess | None) -> bool:
+        if "ersion" not in text and "Librccl" not in text:  # most lines: no regex at all
+            return False
         if (v := L.VERSION.search(text)) is not None:
             version = v["ver"] + v["suffix"]
             self.versions[version] += 1
