@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from doctor.capture import Capture
-from doctor.facts.netif import NETLINK_KINDS, IfAddr, Interface, flag_bits
+from doctor.facts.ifkind import Evidence, Kind, classify
+from doctor.facts.netif import IfAddr, Interface, flag_bits
 from doctor.model import Missing
 
 
@@ -23,23 +24,23 @@ def ip_entries(cap: Capture) -> list[dict]:
     return [e for e in entries if isinstance(e, dict) and isinstance(e.get("ifname"), str)]
 
 
-def ip_kind(entry: dict, info: dict, entries: list[dict]) -> str:
-    """The kind `ip addr` shows: netlink's own (with -d), the link type, bond/bridge roles."""
-    kind = info.get("info_kind")
-    if kind == "tun":
-        return "tap" if (info.get("info_data") or {}).get("type") == "tap" else "tun"
-    if kind in NETLINK_KINDS:
-        return str(kind)
-    if entry.get("link_type") == "loopback" or "LOOPBACK" in entry.get("flags", []):
-        return "loopback"
-    if entry.get("link_type") == "infiniband":
-        return "ipoib"
-    if "MASTER" in entry.get("flags", []):  # IFF_MASTER: a bonding master
-        return "bond"
+def ip_kind(entry: dict, info: dict, entries: list[dict]) -> Kind:
+    """The kind `ip addr` shows (netlink's own with -d, the link type, bond and bridge roles),
+    else the one its name and peer suggest: a paste has no sysfs to ask."""
+    flags = entry.get("flags", [])
     ports = [e for e in entries if e.get("master") == entry["ifname"]]
-    if ports and not any("SLAVE" in e.get("flags", []) for e in ports):
-        return "bridge"  # enslaved ports without IFF_SLAVE: bridge ports
-    return "unknown"  # a physical NIC, a dummy, a veth...: plain `ip addr` does not say
+    seen = Evidence(
+        info=info,
+        loopback=entry.get("link_type") == "loopback" or "LOOPBACK" in flags,
+        infiniband=entry.get("link_type") == "infiniband",
+        bond="MASTER" in flags,  # IFF_MASTER: a bonding master
+        # Enslaved ports without IFF_SLAVE are a bridge's.
+        bridge=bool(ports) and not any("SLAVE" in e.get("flags", []) for e in ports),
+        # `eth0@if12`: iproute2 names a link it cannot resolve here by index (`ip -j`: link_index
+        # without link), which a link in another namespace is.
+        peer_elsewhere="link_index" in entry and "link" not in entry,
+    )
+    return classify(entry["ifname"], seen)
 
 
 def ip_interfaces(
@@ -59,14 +60,18 @@ def ip_interfaces(
         slave = info.get("info_slave_kind")
         if slave is None and master is not None:
             slave = (
-                "bond" if "SLAVE" in names else "bridge" if kinds.get(master) == "bridge" else None
+                "bond"
+                if "SLAVE" in names
+                else "bridge"
+                if master in kinds and kinds[master].name == "bridge"
+                else None
             )
         carrier = True if "LOWER_UP" in names else False if "NO-CARRIER" in names else None
         out.append(
             Interface(
                 name=name,
                 ifindex=e["ifindex"] if isinstance(e.get("ifindex"), int) else None,
-                kind=kinds[name],
+                kind=kinds[name].name,
                 flags=flag_bits(names),
                 mtu=e["mtu"] if isinstance(e.get("mtu"), int) else None,
                 carrier=carrier,
@@ -78,6 +83,7 @@ def ip_interfaces(
                 pci_address=None,
                 numa_node=None,
                 addresses=tuple(a for a in ifaddrs if a.name == name),
+                kind_from="name" if kinds[name].guessed else "text",
             )
         )
     return out

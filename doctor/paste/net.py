@@ -15,7 +15,8 @@ import json
 import re
 from typing import Any
 
-from doctor.facts.netif import IFF_NAMES, IFF_RUNNING, IFF_UP, NETLINK_KINDS
+from doctor.facts.ifkind import NETLINK_KINDS
+from doctor.facts.netif import IFF_NAMES, IFF_RUNNING, IFF_UP
 from doctor.paste.kind import Kind, command, matcher
 
 # "2: eth0@if5: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc ... master br0 state UP ..."
@@ -75,6 +76,7 @@ def ip_addr_entries(text: str) -> list[dict[str, Any]]:
         if header:
             rest = dict(re.findall(r"(\w+) (\S+)", header["rest"])[::-1])
             entry = {"ifindex": int(header["index"]), "ifname": header["name"]}
+            entry.update(_peer(header["link"]))
             entry["flags"] = [f for f in header["flags"].split(",") if f]
             if rest.get("mtu", "").isdigit():
                 entry["mtu"] = int(rest["mtu"])
@@ -99,6 +101,16 @@ def ip_addr_entries(text: str) -> list[dict[str, Any]]:
             continue
         _detail(entry, line)
     return entries
+
+
+def _peer(link: str | None) -> dict[str, Any]:
+    """`eth0@if12` → link_index 12 (a link in another namespace, which iproute2 cannot name),
+    `vlan5@bond0` → link bond0, as `ip -j` writes them; `sit0@NONE` has none."""
+    if not link or link == "NONE":
+        return {}
+    if m := re.fullmatch(r"if(\d+)", link):
+        return {"link_index": int(m[1])}
+    return {"link": link}
 
 
 def _detail(entry: dict[str, Any], line: str) -> None:

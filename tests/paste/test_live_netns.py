@@ -52,7 +52,9 @@ def test_pasted_outputs_classify_as_the_probe_does() -> None:
                     iface.master,
                     iface.slave_kind,
                 ), (cmd, name)
-            else:
+            elif cmd in ("ip addr",):  # shows eth0@ifN: the peer elsewhere, a veth
                 assert mine.kind in (iface.kind, "unknown"), (cmd, name)
+            else:  # ifconfig and busybox show no peer: a guess from the name may miss, and says so
+                assert mine.kind in (iface.kind, "unknown") or mine.kind_from == "name", (cmd, name)
     assert probed.interfaces["ll0"].state() == "no-carrier"
     assert probed.interfaces["off0"].state() == "down"
