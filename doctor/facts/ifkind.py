@@ -66,6 +66,7 @@ class Evidence:
     tun_flags: int | None = None
     device: bool | None = None  # sysfs: a device link (a NIC on a bus)
     peer_elsewhere: bool = False  # `@ifN`: its link is in another network namespace
+    pair: bool = False  # `vA@vB` and `vB@vA`: each the other's link, which only a veth pair is
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ def classify(name: str, seen: Evidence) -> Kind:
         return Kind("bridge")
     if seen.bond:
         return Kind("bond")
+    if seen.pair:
+        return Kind("veth")
     if seen.tun_flags is not None:
         return Kind("tap" if seen.tun_flags & 0x2 else "tun")  # IFF_TAP
     if seen.device is not None:

@@ -39,6 +39,9 @@ def ip_kind(entry: dict, info: dict, entries: list[dict]) -> Kind:
         # `eth0@if12`: iproute2 names a link it cannot resolve here by index (`ip -j`: link_index
         # without link), which a link in another namespace is.
         peer_elsewhere="link_index" in entry and "link" not in entry,
+        pair=any(
+            e["ifname"] == entry.get("link") and e.get("link") == entry["ifname"] for e in entries
+        ),
     )
     return classify(entry["ifname"], seen)
 

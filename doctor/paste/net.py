@@ -1,4 +1,4 @@
-"""Pasted `ip addr` (iproute2, busybox), `ip -j addr`, `ifconfig` into the probe's `ip-addr` slot.
+"""Pasted `ip addr` (iproute2, busybox), `ip -br`, `ip -j addr`, `ifconfig` as the probe's ip-addr.
 
 The probe runs ``ip -j addr show``; every one of these pastes says the same things in another
 layout (names, flags, MTU, state, link type, master, addresses), so each is rewritten into that
@@ -199,6 +199,64 @@ def _ifconfig_line(entry: dict[str, Any], line: str) -> None:
         entry["addr_info"].append(addr)
 
 
+# `ip -br addr`: "eth0@if5        UP             10.0.0.2/24 fe80::1/64"; `ip -br link`:
+# "eth0@if5        UP             02:42:ac:11:00:02 <BROADCAST,MULTICAST,UP,LOWER_UP>".
+_BRIEF = re.compile(
+    r"^(?P<name>[^\s@:]+)(?:@(?P<link>\S+))?\s+"
+    r"(?P<state>UP|DOWN|UNKNOWN|LOWERLAYERDOWN|DORMANT|NOTPRESENT|TESTING)(?:\s+(?P<rest>.*?))?\s*$"
+)
+_BRIEF_ADDRS = re.compile(r"^(?:[0-9a-fA-F.:]+/\d{1,3}\s*)+$")
+_BRIEF_LINK = re.compile(
+    r"^(?P<mac>[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})+)?\s*<(?P<flags>[A-Z0-9_,-]*)>$"
+)
+# What `ip -br addr` leaves out, from the operational state (RFC 2863): UNKNOWN is a loopback's,
+# a tun's or a bridge's, which pass traffic; DOWN may be down or without carrier: not running.
+_STATE_FLAGS = {
+    "UP": ["UP", "LOWER_UP"],
+    "UNKNOWN": ["UP", "LOWER_UP"],
+    "LOWERLAYERDOWN": ["UP", "NO-CARRIER"],
+    "DORMANT": ["UP", "NO-CARRIER"],
+}
+
+
+def _brief_line(line: str) -> re.Match[str] | None:
+    """A line of `ip -br addr` or `ip -br link`, with addresses or a link address and flags."""
+    m = _BRIEF.match(line)
+    rest = m["rest"] if m else None
+    if m is None or (rest and not (_BRIEF_ADDRS.match(rest) or _BRIEF_LINK.match(rest))):
+        return None
+    # A line without addresses ("ifb0   DOWN") is only known by iproute2's columns: the name
+    # padded to 16 characters and a space.
+    return m if rest or m.start("state") >= 17 else None
+
+
+def ip_brief_entries(text: str) -> list[dict[str, Any]]:
+    """`ip -br addr` / `ip -br link` as the entries `ip -j addr` prints (what each shows)."""
+    entries: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        if not (m := _brief_line(line)):
+            continue
+        entry = entries.setdefault(m["name"], {"ifname": m["name"], "addr_info": []})
+        entry.update(_peer(m["link"]), operstate=m["state"])
+        rest = m["rest"] or ""
+        if link := _BRIEF_LINK.match(rest):
+            entry["flags"] = [f for f in link["flags"].split(",") if f]
+            octets = len(link["mac"].split(":")) if link["mac"] else 0
+            if octets == 20:  # an IPoIB hardware address (QPN and GID)
+                entry["link_type"] = "infiniband"
+            continue
+        for word in rest.split():
+            addr, _, plen = word.partition("/")
+            family = "inet6" if ":" in addr else "inet"
+            if (found := _address(family, addr, int(plen), None)) is not None:
+                entry["addr_info"].append(found)
+        if "flags" not in entry:
+            entry["flags"] = list(_STATE_FLAGS.get(m["state"], []))
+            if any(ipaddress.ip_address(a["local"]).is_loopback for a in entry["addr_info"]):
+                entry["flags"].append("LOOPBACK")
+    return list(entries.values())
+
+
 def ip_json_entries(text: str) -> list[dict[str, Any]]:
     """The JSON array of `ip -j addr` (or `ip -j -p`), junk before or after it ignored."""
     start = text.find("[")
@@ -228,6 +286,11 @@ NET_KINDS = [
         lambda text: _fragment(ip_addr_entries(text), "`ip addr` text"),
     ),
     Kind(
+        "ip -br",
+        lambda line: bool((m := _brief_line(line)) and m["rest"]),
+        lambda text: _fragment(ip_brief_entries(text), "`ip -br` text"),
+    ),
+    Kind(
         "ip -j addr",
         matcher(r"\s*\[\s*\{\s*\"(?:ifindex|ifname)\"", r"\s*\[\s*\{\s*$"),
         lambda text: _fragment(ip_json_entries(text), "`ip -j addr`"),
@@ -240,6 +303,7 @@ NET_KINDS = [
 ]
 DESCRIPTIONS = {
     "ip addr": "`ip addr` / `ip a` / `ip -d addr` (iproute2, busybox): interfaces, addresses",
+    "ip -br": "`ip -br addr` / `ip -br link`: interfaces, state, addresses (or link flags)",
     "ip -j addr": "`ip -j addr` JSON: the same, as the probe reads it",
     "ifconfig": "`ifconfig -a` (net-tools `flags=` and old `Link encap:` forms, busybox)",
 }

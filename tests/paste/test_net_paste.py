@@ -57,6 +57,47 @@ def test_every_form_agrees_with_the_probe_on_state_and_addresses(name: str) -> N
     ] or name.startswith(("netns-ifconfig", "netns-busybox-ifconfig"))  # ifconfig sorts by name
 
 
+BRIEF_FORMS = ["netns-ip-br-a.txt", "netns-ip-br-c-a.txt", "netns-ip-br-link.txt"]
+
+
+@pytest.mark.parametrize("name", BRIEF_FORMS)
+def test_ip_brief_agrees_with_the_probe_of_its_namespace(name: str) -> None:
+    net = parse_net(Capture(json.loads((PASTES / "netns-br-probe.json").read_text())))
+    assert isinstance(net, NetFacts)
+    paste = net_of(pasted(name))
+    assert set(paste.interfaces) == set(net.interfaces)  # no ifindex shown: sorted by name
+    for iface in net.interfaces.values():
+        mine = paste.interfaces[iface.name]
+        assert (mine.state(), mine.up, mine.running) == (
+            iface.state(),
+            iface.up,
+            iface.running,
+        ), iface.name
+        if "link" not in name:  # `ip -br link` shows no addresses
+            assert [a.text() for a in mine.addresses] == [a.text() for a in iface.addresses]
+        # eth0@if2 and off0@if3 (peers in another namespace), vA@vB/vB@vA (a pair) are veths;
+        # br0 a bridge by its name; mv0@eth0 (a macvlan) is not guessed.
+        assert mine.kind in (iface.kind, "unknown"), iface.name
+    kinds = {n: i.kind for n, i in paste.interfaces.items()}
+    assert (kinds["eth0"], kinds["vA"], kinds["br0"], kinds["mv0"]) == (
+        "veth",
+        "veth",
+        "bridge",
+        "unknown",
+    )
+
+
+def test_ip_brief_ipoib_and_junk() -> None:
+    text = (
+        "# written from iproute2's `ip -br link` layout, not captured: an IPoIB port\n"
+        "ib0              UP             00:00:10:29:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:aa:"
+        "00:10 <BROADCAST,MULTICAST,UP,LOWER_UP>\n"
+        "Status UP\n"
+    )
+    i = net_of(text).interfaces
+    assert list(i) == ["ib0"] and (i["ib0"].kind, i["ib0"].kind_from) == ("ipoib", "text")
+
+
 def test_ip_details_give_every_kind_the_probe_gives() -> None:
     probe, paste = probed(), net_of(pasted("netns-ip-d-addr.txt"))
     for iface in probe.interfaces.values():
@@ -78,12 +119,14 @@ def test_plain_ip_a_says_only_what_it_shows() -> None:
     assert kinds["lo"] == "loopback" and kinds["br0"] == "bridge"
     assert net.interfaces["br0"].kind_from == "text"
     assert (net.interfaces["vA"].master, net.interfaces["vA"].slave_kind) == ("br0", "bridge")
+    # nc0@nc1 and nc1@nc0, each the other's link: a veth pair, as the text shows.
+    assert (kinds["nc0"], net.interfaces["nc0"].kind_from) == ("veth", "text")
     # eth0@if2 has its peer in another namespace: a container's veth, guessed, and said so;
-    # tap0 by its name. A macvlan, a vxlan and a veth with its peer here (mv0@eth0, vx0,
-    # nc0@nc1) look alike without -d and are not guessed.
+    # tap0 by its name. A macvlan and a vxlan (mv0@eth0, vx0) look alike without -d and are
+    # not guessed.
     assert (kinds["eth0"], kinds["tap0"]) == ("veth", "tap")
     assert {net.interfaces[n].kind_from for n in ("eth0", "tap0")} == {"name"}
-    assert {kinds[n] for n in ("mv0", "vx0", "nc0")} == {"unknown"}
+    assert {kinds[n] for n in ("mv0", "vx0")} == {"unknown"}
     assert net.interfaces["nc0"].operstate == "lowerlayerdown"
     assert net.interfaces["ll0"].addresses[0].text() == "169.254.3.4/16"
     assert net.interfaces["ll1"].link_local_only
