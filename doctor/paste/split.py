@@ -27,8 +27,9 @@ PROMPT = re.compile(
 )
 # A Markdown quote ("> " before each line of a paste in an issue) is peeled off first.
 QUOTE = re.compile(r"^ {0,3}>(?: |$)")
-# A Markdown code fence, with or without a language ("```console"), indented in a list too.
-FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})[\w+-]*\s*$")
+# A Markdown code fence, with or without an info string ("```console", "``` bash {.line}"),
+# indented in a list too; a backtick fence's info string holds no backtick (CommonMark).
+FENCE = re.compile(r"^\s*(?:`{3,}[^`]*|~{3,}.*)$")
 
 HEAD_LINES = 5  # an XML declaration, a DOCTYPE and a comment before <nvidia_smi_log>
 

@@ -28,7 +28,8 @@ def _variants(text: str) -> dict[str, str]:
     return {
         "4 spaces, prose around": "On gpu1 I get:\n\n" + _indented(text, "    ") + "\nThanks!\n",
         "a tab": _indented(text, "\t"),
-        "fenced": "```\n" + text + "```\n",
+        "fenced": "``` shell {.output}\n" + text + "```\n",
+        "tilde-fenced": "~~~\n" + text + "~~~\n",
         "fenced in a list": "1. output:\n\n   ```console\n" + _indented(text, "   ") + "   ```\n",
         "CRLF under a root prompt": ("root@gpu1:~# cmd\n" + text).replace("\n", "\r\n"),
         "indented under a prompt": "$ cmd\n" + _indented(text, "    "),
