@@ -137,8 +137,13 @@ def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
     topo_facts = need(facts.topo, "topology")
     if topo_facts.source == "nvlink":
         # A pasted `nvidia-smi nvlink`: each GPU's active links, wherever they go (-s), and
-        # the error counters (-e), without a matrix.
-        totals, counted = {g.name: g.links_up for g in topo_facts.nvml}, "active NVLinks"
+        # the error counters (-e), without a matrix. A GPU that lists fewer links than the
+        # others was cut off by the paste, not degraded: it is not compared.
+        listed = max((g.links_up + g.links_down for g in topo_facts.nvml), default=0)
+        totals = {
+            g.name: g.links_up for g in topo_facts.nvml if g.links_up + g.links_down == listed
+        }
+        counted = "active NVLinks"
     else:
         totals = _gpu_links_known(facts).topology.nvlink_totals()
         counted = "NVLinks to peers summed"

@@ -56,6 +56,11 @@ def test_inactive_links_are_degraded_and_down() -> None:
     assert outcome.findings[1].data == {"down": {"GPU5": 2}}
 
 
+def test_a_paste_cut_inside_a_gpu_blames_no_gpu() -> None:
+    cut = "".join(STATUS.splitlines(True)[: 3 + 19 * 7 + 8])  # GPU 7 with 7 of its 18 links
+    assert run(nvlink_health, cut).status is Status.PASS
+
+
 def test_error_counters_are_summed_per_gpu_and_a_recovery_is_named() -> None:
     topo = topo_of(STATUS + ERRORS)  # back to back, no prompt: one segment, both read
     assert topo.nvml[2].link_errors == {"replay": 3, "recovery": 1, "crc_flit": 12}
