@@ -3,8 +3,13 @@ it is one (doctor/facts/ifkind.py, the classifier the probe's sysfs path uses to
 
 from __future__ import annotations
 
+from rich.console import Console
+
 from doctor.facts.ifkind import Evidence, Kind, classify
 from doctor.facts.net import NetFacts, parse_net
+from doctor.facts.node import parse_node
+from doctor.nic.plan import plan_node
+from doctor.render.nics import render_table
 from tests.paste.pastekit import pasted, read_text
 
 HOST, POD = pasted("written-ip-a-nic-names.txt").split("=== a pod\n")
@@ -57,3 +62,12 @@ def test_what_the_kernel_says_is_never_a_guess() -> None:
 def test_ip_d_details_win_over_the_name() -> None:
     i = kinds(pasted("written-ip-d-bond-vlan.txt"))
     assert i["bond0.300"] == ("vlan", "text") and i["ib0"] == ("ipoib", "text")
+
+
+def test_the_nics_table_marks_a_guessed_kind() -> None:
+    console = Console(record=True, width=160)
+    render_table({"pod": plan_node(parse_node("pod", read_text(POD)))}, console)
+    text = console.export_text()
+    rows = {line.split()[0]: line.split()[1] for line in text.splitlines() if line[:2] == "  "}
+    assert (rows["lo"], rows["eth0"], rows["net1"]) == ("loopback", "veth?", "physical?")
+    assert "kind?: guessed from the name" in text
