@@ -77,25 +77,25 @@ def _margin(lines: list[str]) -> str:
     return margin
 
 
-def _opens_block(previous: str | None) -> bool:
-    """An indented line begins a code block after a blank line, a fence or a prompt (the top
-    of the paste too), as in Markdown; after any other line it is part of that line's output."""
-    return (
-        previous is None
-        or not previous.strip()
-        or bool(FENCE.match(previous))
-        or bool(PROMPT.match(previous))
-    )
+def _opens_block(previous: str | None, line: str, kinds: Sequence[Kind]) -> bool:
+    """Whether an indented line begins a code block: after a blank line, a fence or a prompt
+    (the top of the paste too), as in Markdown; or where it opens an output of a known kind
+    once unindented and the line above is none (prose: "Here is ip a:"). Otherwise it belongs
+    to the output above it."""
+    if previous is None or not previous.strip() or FENCE.match(previous) or PROMPT.match(previous):
+        return True
+    return _kind_of(line.lstrip(), kinds) is not None and _kind_of(previous, kinds) is None
 
 
-def unindent(lines: list[str]) -> list[str]:
+def unindent(lines: list[str], kinds: Sequence[Kind] = ()) -> list[str]:
     """The lines with fence lines blank and each code block's common indentation removed.
 
     A block is the inside of a fence, or a run of indented (and blank) lines that a blank line,
-    a fence or a prompt opens: a Markdown code block (4 spaces, a tab), a fenced one indented in
-    a list, an output pasted under its prompt with a margin. Lines indented inside an output
-    (`ifconfig`'s addresses under a name at the margin) follow a line of that output and stay
-    as they are; line numbers do not change.
+    a fence or a prompt opens, or whose first line opens an output of one of ``kinds`` after a
+    line that does not: a Markdown code block (4 spaces, a tab), a fenced one indented in a
+    list, an output pasted under its prompt or its introduction with a margin. Lines indented
+    inside an output (`ifconfig`'s addresses under a name at the margin) follow a line of that
+    output and stay as they are; line numbers do not change.
     """
     out = list(lines)
     start: int | None = None  # where the open block begins
@@ -115,7 +115,7 @@ def unindent(lines: list[str]) -> list[str]:
             continue
         elif start is None:
             previous = lines[number - 1] if number else None
-            if line[:1].isspace() and line.strip() and _opens_block(previous):
+            if line[:1].isspace() and line.strip() and _opens_block(previous, line, kinds):
                 start = number
         elif line.strip() and not line[:1].isspace():
             close(number)
@@ -131,7 +131,7 @@ def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
     current = Segment(None, 1)
     after_prompt = False  # the current segment began at a prompt and has no kind yet
     lines = [line[q.end() :] if (q := QUOTE.match(line)) else line for line in text.splitlines()]
-    for number, line in enumerate(unindent(lines), 1):
+    for number, line in enumerate(unindent(lines, kinds), 1):
         if COMMENT.match(line):
             continue
         prompt = PROMPT.match(line)

@@ -33,6 +33,7 @@ def _variants(text: str) -> dict[str, str]:
         "fenced in a list": "1. output:\n\n   ```console\n" + _indented(text, "   ") + "   ```\n",
         "CRLF under a root prompt": ("root@gpu1:~# cmd\n" + text).replace("\n", "\r\n"),
         "indented under a prompt": "$ cmd\n" + _indented(text, "    "),
+        "indented under its introduction": "Here it is:\n" + _indented(text, "  "),
     }
 
 
