@@ -34,8 +34,9 @@ NETLINK_KINDS = {
 # Names, most specific first. The kernel's own and udev's predictable names (systemd.net-naming-
 # scheme: en*/ib*/wl*/ww* with o/s/p/x parts, biosdevname em*/p*p*); eth*, the kernel's default
 # (cloud VMs, SR-IOV VFs in pods); net*, the interfaces Multus adds to a pod (an SR-IOV VF);
-# GKE's gpu<N>rdma<N> and rdma<N>, HPE Slingshot's hsn<N>. Then the names container runtimes,
-# hypervisors, overlays and VPNs give their virtual devices.
+# GKE's gpu<N>rdma<N> and rdma<N>, HPE Slingshot's hsn<N>, a BlueField DPU's uplinks p<N> and
+# its host PF representor pf<N>hpf. Then the names container runtimes, hypervisors, overlays
+# and VPNs give their virtual devices.
 _NAMED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern))
     for kind, pattern in (
@@ -49,7 +50,10 @@ _NAMED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("tap", r"tap"),
         ("dummy", r"(?:dummy\d|kube-ipvs\d|nodelocaldns$)"),
         ("bond", r"bond\d"),
-        ("physical", r"(?:en|eth\d|em\d|p\d+p\d|wl|ww|net\d|gpu\d+rdma\d|rdma\d|hsn\d)"),
+        (
+            "physical",
+            r"(?:en|eth\d|em\d|p\d+p\d|wl|ww|net\d|gpu\d+rdma\d|rdma\d|hsn\d|p\d+$|pf\d+hpf$)",
+        ),
     )
 )
 

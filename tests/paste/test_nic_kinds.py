@@ -57,6 +57,8 @@ def test_what_the_kernel_says_is_never_a_guess() -> None:
     assert classify("ib0.8001", Evidence()) == Kind("ipoib", guessed=True)  # a P_Key child
     assert classify("bond0.300", Evidence()) == Kind("vlan", guessed=True)
     assert classify("mv0", Evidence()) == Kind("unknown")
+    assert classify("p0", Evidence()) == Kind("physical", guessed=True)  # a BlueField uplink
+    assert classify("pod0", Evidence()) == Kind("unknown")
 
 
 def test_ip_d_details_win_over_the_name() -> None:
