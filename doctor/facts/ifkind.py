@@ -5,7 +5,7 @@ sysfs's ``bridge/``, ``bonding/``, ``tun_flags`` and ``device`` link (a NIC on a
 reads all of it; a paste shows only part (``ip -d`` the netlink kind, ``link/infiniband`` the
 type, bond flags and bridge ports the roles) and never sysfs. Where the text says nothing more,
 the kind is guessed from what is left: an ``@ifN`` peer in another namespace (a container's veth)
-and the names udev, container runtimes and overlays give. A guess says so (``Kind.guessed``).
+and the names udev, container runtimes and overlays give. A guess says so (``IfKind.guessed``).
 """
 
 from __future__ import annotations
@@ -74,39 +74,39 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class Kind:
+class IfKind:
     name: str  # physical, veth, bridge, bond, vlan, ..., virtual; "unknown" where nothing says
     guessed: bool = False  # from the name or an @ifN peer, not from what the kernel reported
 
 
-def classify(name: str, seen: Evidence) -> Kind:
+def classify(name: str, seen: Evidence) -> IfKind:
     kind = seen.info.get("info_kind")
     if kind == "tun":
-        return Kind("tap" if (seen.info.get("info_data") or {}).get("type") == "tap" else "tun")
+        return IfKind("tap" if (seen.info.get("info_data") or {}).get("type") == "tap" else "tun")
     if kind in NETLINK_KINDS:
-        return Kind(str(kind))
+        return IfKind(str(kind))
     if seen.loopback:
-        return Kind("loopback")
+        return IfKind("loopback")
     if seen.infiniband:
-        return Kind("ipoib")
+        return IfKind("ipoib")
     if seen.bridge:
-        return Kind("bridge")
+        return IfKind("bridge")
     if seen.bond:
-        return Kind("bond")
+        return IfKind("bond")
     if seen.pair:
-        return Kind("veth")
+        return IfKind("veth")
     if seen.tun_flags is not None:
-        return Kind("tap" if seen.tun_flags & 0x2 else "tun")  # IFF_TAP
+        return IfKind("tap" if seen.tun_flags & 0x2 else "tun")  # IFF_TAP
     if seen.device is not None:
-        return Kind("physical" if seen.device else "virtual")
+        return IfKind("physical" if seen.device else "virtual")
     return _guess(name, seen.peer_elsewhere)
 
 
-def _guess(name: str, peer_elsewhere: bool) -> Kind:
+def _guess(name: str, peer_elsewhere: bool) -> IfKind:
     """The kind a name and its peer suggest, for a node seen only through pasted text."""
     if peer_elsewhere and not name.startswith(("ib", "bond")):
-        return Kind("veth", guessed=True)  # a pod's eth0@if12: its host end is in the root netns
+        return IfKind("veth", guessed=True)  # a pod's eth0@if12: its host end is in the root netns
     for kind, pattern in _NAMED:
         if pattern.match(name):
-            return Kind(kind, guessed=True)
-    return Kind("unknown")
+            return IfKind(kind, guessed=True)
+    return IfKind("unknown")

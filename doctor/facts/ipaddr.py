@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from doctor.capture import Capture
-from doctor.facts.ifkind import Evidence, Kind, classify
+from doctor.facts.ifkind import Evidence, IfKind, classify
 from doctor.facts.netif import IfAddr, Interface, flag_bits
 from doctor.model import Missing
 
@@ -24,7 +24,7 @@ def ip_entries(cap: Capture) -> list[dict]:
     return [e for e in entries if isinstance(e, dict) and isinstance(e.get("ifname"), str)]
 
 
-def ip_kind(entry: dict, info: dict, entries: list[dict]) -> Kind:
+def ip_kind(entry: dict, info: dict, entries: list[dict]) -> IfKind:
     """The kind `ip addr` shows (netlink's own with -d, the link type, bond and bridge roles),
     else the one its name and peer suggest: a paste has no sysfs to ask."""
     flags = entry.get("flags", [])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from doctor.facts.ifkind import Evidence, Kind, classify
+from doctor.facts.ifkind import Evidence, IfKind, classify
 from doctor.facts.net import NetFacts, parse_net
 from doctor.facts.node import parse_node
 from doctor.nic.plan import plan_node
@@ -51,14 +51,14 @@ def test_a_pod_s_eth0_is_its_veth_and_multus_net1_a_vf() -> None:
 
 def test_what_the_kernel_says_is_never_a_guess() -> None:
     # The probe's evidence: sysfs's device link decides, whatever the name.
-    assert classify("docker0", Evidence(device=True)) == Kind("physical")
-    assert classify("eth0", Evidence(device=False)) == Kind("virtual")
-    assert classify("eth0", Evidence(info={"info_kind": "veth"})) == Kind("veth")
-    assert classify("ib0.8001", Evidence()) == Kind("ipoib", guessed=True)  # a P_Key child
-    assert classify("bond0.300", Evidence()) == Kind("vlan", guessed=True)
-    assert classify("mv0", Evidence()) == Kind("unknown")
-    assert classify("p0", Evidence()) == Kind("physical", guessed=True)  # a BlueField uplink
-    assert classify("pod0", Evidence()) == Kind("unknown")
+    assert classify("docker0", Evidence(device=True)) == IfKind("physical")
+    assert classify("eth0", Evidence(device=False)) == IfKind("virtual")
+    assert classify("eth0", Evidence(info={"info_kind": "veth"})) == IfKind("veth")
+    assert classify("ib0.8001", Evidence()) == IfKind("ipoib", guessed=True)  # a P_Key child
+    assert classify("bond0.300", Evidence()) == IfKind("vlan", guessed=True)
+    assert classify("mv0", Evidence()) == IfKind("unknown")
+    assert classify("p0", Evidence()) == IfKind("physical", guessed=True)  # a BlueField uplink
+    assert classify("pod0", Evidence()) == IfKind("unknown")
 
 
 def test_ip_d_details_win_over_the_name() -> None:
