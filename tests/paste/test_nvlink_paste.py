@@ -3,6 +3,8 @@ topo.nvlink check (doctor/topo/smi_nvlink.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from checks.topo import gpu_sockets, nvlink_health
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import parse_node
@@ -79,3 +81,13 @@ def test_a_gpu_without_nvlink_and_a_gpu_list_are_not_nvlink_facts() -> None:
     # `nvidia-smi -L` has the same header and nothing else: not read as NVLink state.
     cap = read_text("$ nvidia-smi -L\n" + header + "$ ip a\n" + pasted("netns-ip-a.txt"))
     assert [s["kind"] for s in cap.raw["probe"]["segments"]] == [None, "ip addr"]
+
+
+def test_with_a_pasted_topology_matrix_both_are_judged() -> None:
+    matrix = Path(__file__).parent.parent / "fixtures/topo/smi/hgx-h100-nvswitch-nic-legend.txt"
+    text = "$ nvidia-smi topo -m\n" + matrix.read_text() + "$ nvidia-smi nvlink -e\n" + ERRORS
+    topo = topo_of(text)
+    assert topo.source == "nvidia-smi" and len(topo.topology.gpus) == 8
+    outcome = run(nvlink_health, text)  # the matrix's NV18s agree; GPU2's recovery is named
+    assert [f.code for f in outcome.findings] == ["topo.nvlink.recovery"]
+    assert run(gpu_sockets, text).status is not Status.SKIP
