@@ -9,12 +9,42 @@ from doctor.facts.ifkind import Evidence, IfKind, classify
 from doctor.facts.netif import IfAddr, Interface, flag_bits
 from doctor.model import Missing
 
+# A pasted `ip -br addr` and/or `ip -br link` (doctor/paste/net.py): {ifname: what they show},
+# merged per interface when both were pasted.
+BRIEF = "paste:ip-brief"
+# The flags `ip -br addr` leaves out, from its state column (RFC 2863 operstate): UNKNOWN is a
+# loopback's, a tun's or a bridge's, which pass traffic; DOWN is down or without carrier.
+_STATE_FLAGS = {
+    "UP": ["UP", "LOWER_UP"],
+    "UNKNOWN": ["UP", "LOWER_UP"],
+    "LOWERLAYERDOWN": ["UP", "NO-CARRIER"],
+    "DORMANT": ["UP", "NO-CARRIER"],
+}
+
+
+def _brief_entries(cap: Capture) -> list[dict]:
+    brief = cap.value(BRIEF)
+    out: list[dict] = []
+    for name, shown in brief.items() if isinstance(brief, dict) else []:
+        if not isinstance(shown, dict):
+            continue
+        entry = {**shown, "ifname": str(name)}
+        addresses = [a for a in entry.get("addr_info") or [] if isinstance(a, dict)]
+        entry["addr_info"] = addresses
+        if not isinstance(entry.get("flags"), list):  # no `ip -br link` line for it
+            entry["flags"] = list(_STATE_FLAGS.get(str(entry.get("operstate")), []))
+            if any(a.get("scope") == "host" for a in addresses):
+                entry["flags"].append("LOOPBACK")
+        out.append(entry)
+    return out
+
 
 def ip_entries(cap: Capture) -> list[dict]:
-    """`ip -j addr` (or a paste converted to it): one entry per interface that has a name."""
+    """`ip -j addr` (or a paste converted to it, or pasted `ip -br` listings): one entry per
+    interface that has a name."""
     result = cap.command("ip-addr")
     if isinstance(result, Missing) or result.rc != 0:
-        return []
+        return _brief_entries(cap)
     try:
         entries = json.loads(result.stdout)
     except ValueError:

@@ -111,9 +111,9 @@ def _ifaddrs(cap: Capture) -> tuple[tuple[IfAddr, ...], str]:
         )
     # Rebuilt from `ip -j addr`: glibc lists every IPv4 address, then every IPv6 one.
     result = cap.command("ip-addr")
-    if isinstance(result, Missing) or result.rc != 0:
-        return _if_inet6(cap), "if_inet6"
     entries = ip_entries(cap)
+    if (isinstance(result, Missing) or result.rc != 0) and not entries:
+        return _if_inet6(cap), "if_inet6"
     out: list[IfAddr] = []
     for family, label in ((AF_INET, "inet"), (AF_INET6, "inet6")):
         for e in entries:

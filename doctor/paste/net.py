@@ -2,7 +2,9 @@
 
 The probe runs ``ip -j addr show``; every one of these pastes says the same things in another
 layout (names, flags, MTU, state, link type, master, addresses), so each is rewritten into that
-JSON and doctor/facts/net.py reads it as it reads a probed node's. What a paste cannot say
+JSON and doctor/facts/net.py reads it as it reads a probed node's. `ip -br addr` and `ip -br
+link` each show half of it (addresses, or flags): they are kept per interface, so that both
+pasted combine, and doctor/facts/ipaddr.py makes the same entries of them. What a paste cannot say
 (sysfs: driver, PCI address, speed, NUMA node; routes; getifaddrs) stays absent. Lines a paste
 holds that are none of these (elisions, comments, annotations) are skipped, and an address that
 was elided or redacted (``10.0.x.x``) is left out rather than guessed.
@@ -16,6 +18,7 @@ import re
 from typing import Any
 
 from doctor.facts.ifkind import NETLINK_KINDS
+from doctor.facts.ipaddr import BRIEF
 from doctor.facts.netif import IFF_NAMES, IFF_RUNNING, IFF_UP
 from doctor.paste.kind import Kind, command, matcher
 
@@ -209,14 +212,6 @@ _BRIEF_ADDRS = re.compile(r"^(?:[0-9a-fA-F.:]+/\d{1,3}\s*)+$")
 _BRIEF_LINK = re.compile(
     r"^(?P<mac>[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})+)?\s*<(?P<flags>[A-Z0-9_,-]*)>$"
 )
-# What `ip -br addr` leaves out, from the operational state (RFC 2863): UNKNOWN is a loopback's,
-# a tun's or a bridge's, which pass traffic; DOWN may be down or without carrier: not running.
-_STATE_FLAGS = {
-    "UP": ["UP", "LOWER_UP"],
-    "UNKNOWN": ["UP", "LOWER_UP"],
-    "LOWERLAYERDOWN": ["UP", "NO-CARRIER"],
-    "DORMANT": ["UP", "NO-CARRIER"],
-}
 
 
 def _brief_line(line: str) -> re.Match[str] | None:
@@ -230,13 +225,15 @@ def _brief_line(line: str) -> re.Match[str] | None:
     return m if rest or m.start("state") >= 17 else None
 
 
-def ip_brief_entries(text: str) -> list[dict[str, Any]]:
-    """`ip -br addr` / `ip -br link` as the entries `ip -j addr` prints (what each shows)."""
+def ip_brief_entries(text: str) -> dict[str, dict[str, Any]]:
+    """`ip -br addr` / `ip -br link` by interface, each with what its form shows: addresses, or
+    the flags and link type. Pasted one after the other they merge per interface (reader.py),
+    and doctor/facts/ipaddr.py makes `ip -j addr` entries of them."""
     entries: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
         if not (m := _brief_line(line)):
             continue
-        entry = entries.setdefault(m["name"], {"ifname": m["name"], "addr_info": []})
+        entry = entries.setdefault(m["name"], {})
         entry.update(_peer(m["link"]), operstate=m["state"])
         rest = m["rest"] or ""
         if link := _BRIEF_LINK.match(rest):
@@ -245,16 +242,13 @@ def ip_brief_entries(text: str) -> list[dict[str, Any]]:
             if octets == 20:  # an IPoIB hardware address (QPN and GID)
                 entry["link_type"] = "infiniband"
             continue
+        addresses = entry.setdefault("addr_info", [])
         for word in rest.split():
             addr, _, plen = word.partition("/")
             family = "inet6" if ":" in addr else "inet"
             if (found := _address(family, addr, int(plen), None)) is not None:
-                entry["addr_info"].append(found)
-        if "flags" not in entry:
-            entry["flags"] = list(_STATE_FLAGS.get(m["state"], []))
-            if any(ipaddress.ip_address(a["local"]).is_loopback for a in entry["addr_info"]):
-                entry["flags"].append("LOOPBACK")
-    return list(entries.values())
+                addresses.append(found)
+    return entries
 
 
 def ip_json_entries(text: str) -> list[dict[str, Any]]:
@@ -288,7 +282,7 @@ NET_KINDS = [
     Kind(
         "ip -br",
         lambda line: bool((m := _brief_line(line)) and m["rest"]),
-        lambda text: _fragment(ip_brief_entries(text), "`ip -br` text"),
+        lambda text: {"values": {BRIEF: {"value": e}}} if (e := ip_brief_entries(text)) else {},
     ),
     Kind(
         "ip -j addr",

@@ -87,6 +87,17 @@ def test_ip_brief_agrees_with_the_probe_of_its_namespace(name: str) -> None:
     )
 
 
+def test_ip_brief_addr_and_link_pasted_one_after_the_other_combine() -> None:
+    addr = "$ ip -br a\n" + pasted("netns-ip-br-a.txt")
+    link = "$ ip -br link\n" + pasted("netns-ip-br-link.txt")
+    for text in (addr + link, link + addr):
+        i = net_of(text).interfaces
+        # Addresses from `ip -br a`, the exact flags from `ip -br link`, in either order.
+        assert [a.text() for a in i["eth0"].addresses][:2] == ["198.18.7.5/24", "fd00:7::5/64"]
+        assert i["ll0"].state() == "no-carrier" and i["off0"].state() == "down"
+        assert i["lo"].kind == "loopback"
+
+
 def test_ip_brief_ipoib_and_junk() -> None:
     text = (
         "# written from iproute2's `ip -br link` layout, not captured: an IPoIB port\n"
