@@ -21,6 +21,8 @@ SHOW_TOPO = "nvidia-smi topo -m"
 
 def _gpu_facts(facts: NodeFacts) -> TopoFacts:
     topo = need(facts.topo, "topology")
+    if topo.source == "nvlink":
+        raise Skip("only `nvidia-smi nvlink` was pasted: no topology matrix")
     if not topo.topology.gpus:
         raise Skip("no NVIDIA GPU on this node")
     return topo
@@ -132,10 +134,21 @@ def gdr_reach(facts: NodeFacts) -> Iterator[Finding]:
     },
 )
 def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
-    topo_facts = _gpu_links_known(facts)
-    totals = topo_facts.topology.nvlink_totals()
+    topo_facts = need(facts.topo, "topology")
+    if topo_facts.source == "nvlink":
+        # A pasted `nvidia-smi nvlink`: each GPU's active links, wherever they go (-s), and
+        # the error counters (-e), without a matrix. A GPU that lists fewer links than the
+        # others was cut off by the paste, not degraded: it is not compared.
+        listed = max((g.links_up + g.links_down for g in topo_facts.nvml), default=0)
+        totals = {
+            g.name: g.links_up for g in topo_facts.nvml if g.links_up + g.links_down == listed
+        }
+        counted = "active NVLinks"
+    else:
+        totals = _gpu_links_known(facts).topology.nvlink_totals()
+        counted = "NVLinks to peers summed"
     best = max(totals.values(), default=0)
-    if best == 0:
+    if best == 0 and not any(g.link_errors for g in topo_facts.nvml):
         raise Skip("no NVLink between the GPUs")
     short = {g: n for g, n in totals.items() if n < best}
     if short:
@@ -144,7 +157,7 @@ def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
             Severity.FAIL,
             f"{', '.join(short)} ha{'s' if len(short) == 1 else 've'} fewer NVLinks to "
             f"peers than the other GPUs ({best})",
-            evidence=tuple(f"{g}: NVLinks to peers summed: {n}" for g, n in totals.items()),
+            evidence=tuple(f"{g}: {counted}: {n}" for g, n in totals.items()),
             fix=Fix(
                 "A link is down or the GPU is out of the NVLink/NVSwitch fabric: check "
                 "the link state and fabric manager, then reset the GPU or service the node.",

@@ -5,15 +5,46 @@ from __future__ import annotations
 import json
 
 from doctor.capture import Capture
-from doctor.facts.netif import NETLINK_KINDS, IfAddr, Interface, flag_bits
+from doctor.facts.ifkind import Evidence, IfKind, classify
+from doctor.facts.netif import IfAddr, Interface, flag_bits
 from doctor.model import Missing
+
+# A pasted `ip -br addr` and/or `ip -br link` (doctor/paste/net.py): {ifname: what they show},
+# merged per interface when both were pasted.
+BRIEF = "paste:ip-brief"
+# The flags `ip -br addr` leaves out, from its state column (RFC 2863 operstate): UNKNOWN is a
+# loopback's, a tun's or a bridge's, which pass traffic; DOWN is down or without carrier.
+_STATE_FLAGS = {
+    "UP": ["UP", "LOWER_UP"],
+    "UNKNOWN": ["UP", "LOWER_UP"],
+    "LOWERLAYERDOWN": ["UP", "NO-CARRIER"],
+    "DORMANT": ["UP", "NO-CARRIER"],
+}
+
+
+def _brief_entries(cap: Capture) -> list[dict]:
+    brief = cap.value(BRIEF)
+    out: list[dict] = []
+    for name, shown in brief.items() if isinstance(brief, dict) else []:
+        if not isinstance(shown, dict):
+            continue
+        entry = {**shown, "ifname": str(name)}
+        addresses = [a for a in entry.get("addr_info") or [] if isinstance(a, dict)]
+        entry["addr_info"] = addresses
+        if not isinstance(entry.get("flags"), list):  # no `ip -br link` line for it
+            entry["flags"] = list(_STATE_FLAGS.get(str(entry.get("operstate")), []))
+            if any(a.get("scope") == "host" for a in addresses):
+                entry["flags"].append("LOOPBACK")
+        out.append(entry)
+    return out
 
 
 def ip_entries(cap: Capture) -> list[dict]:
-    """`ip -j addr` (or a paste converted to it): one entry per interface that has a name."""
+    """`ip -j addr` (or a paste converted to it, or pasted `ip -br` listings): one entry per
+    interface that has a name."""
     result = cap.command("ip-addr")
     if isinstance(result, Missing) or result.rc != 0:
-        return []
+        return _brief_entries(cap)
     try:
         entries = json.loads(result.stdout)
     except ValueError:
@@ -23,23 +54,26 @@ def ip_entries(cap: Capture) -> list[dict]:
     return [e for e in entries if isinstance(e, dict) and isinstance(e.get("ifname"), str)]
 
 
-def ip_kind(entry: dict, info: dict, entries: list[dict]) -> str:
-    """The kind `ip addr` shows: netlink's own (with -d), the link type, bond/bridge roles."""
-    kind = info.get("info_kind")
-    if kind == "tun":
-        return "tap" if (info.get("info_data") or {}).get("type") == "tap" else "tun"
-    if kind in NETLINK_KINDS:
-        return str(kind)
-    if entry.get("link_type") == "loopback" or "LOOPBACK" in entry.get("flags", []):
-        return "loopback"
-    if entry.get("link_type") == "infiniband":
-        return "ipoib"
-    if "MASTER" in entry.get("flags", []):  # IFF_MASTER: a bonding master
-        return "bond"
+def ip_kind(entry: dict, info: dict, entries: list[dict]) -> IfKind:
+    """The kind `ip addr` shows (netlink's own with -d, the link type, bond and bridge roles),
+    else the one its name and peer suggest: a paste has no sysfs to ask."""
+    flags = entry.get("flags", [])
     ports = [e for e in entries if e.get("master") == entry["ifname"]]
-    if ports and not any("SLAVE" in e.get("flags", []) for e in ports):
-        return "bridge"  # enslaved ports without IFF_SLAVE: bridge ports
-    return "unknown"  # a physical NIC, a dummy, a veth...: plain `ip addr` does not say
+    seen = Evidence(
+        info=info,
+        loopback=entry.get("link_type") == "loopback" or "LOOPBACK" in flags,
+        infiniband=entry.get("link_type") == "infiniband",
+        bond="MASTER" in flags,  # IFF_MASTER: a bonding master
+        # Enslaved ports without IFF_SLAVE are a bridge's.
+        bridge=bool(ports) and not any("SLAVE" in e.get("flags", []) for e in ports),
+        # `eth0@if12`: iproute2 names a link it cannot resolve here by index (`ip -j`: link_index
+        # without link), which a link in another namespace is.
+        peer_elsewhere="link_index" in entry and "link" not in entry,
+        pair=any(
+            e["ifname"] == entry.get("link") and e.get("link") == entry["ifname"] for e in entries
+        ),
+    )
+    return classify(entry["ifname"], seen)
 
 
 def ip_interfaces(
@@ -59,14 +93,18 @@ def ip_interfaces(
         slave = info.get("info_slave_kind")
         if slave is None and master is not None:
             slave = (
-                "bond" if "SLAVE" in names else "bridge" if kinds.get(master) == "bridge" else None
+                "bond"
+                if "SLAVE" in names
+                else "bridge"
+                if master in kinds and kinds[master].name == "bridge"
+                else None
             )
         carrier = True if "LOWER_UP" in names else False if "NO-CARRIER" in names else None
         out.append(
             Interface(
                 name=name,
                 ifindex=e["ifindex"] if isinstance(e.get("ifindex"), int) else None,
-                kind=kinds[name],
+                kind=kinds[name].name,
                 flags=flag_bits(names),
                 mtu=e["mtu"] if isinstance(e.get("mtu"), int) else None,
                 carrier=carrier,
@@ -78,6 +116,7 @@ def ip_interfaces(
                 pci_address=None,
                 numa_node=None,
                 addresses=tuple(a for a in ifaddrs if a.name == name),
+                kind_from="name" if kinds[name].guessed else "text",
             )
         )
     return out

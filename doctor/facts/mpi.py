@@ -26,7 +26,12 @@ _BANNERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Open MPI", re.compile(r"^[ \t]*Open MPI:[ \t]*(\d[\w.]*)", re.M)),  # ompi_info
     ("Open MPI", re.compile(r"^ompi:version:full:(\d[\w.]*)", re.M)),  # ompi_info --parsable
     ("Open MPI", re.compile(r"Open MPI v(\d[\w.]*?)(?:,|\s|$)")),  # MPI_Get_library_version
-    ("MPICH", re.compile(r"(?:HYDRA build details|MPICH).*?Version:\s+(\S+)", re.S)),
+    # "MPICH Version:\t4.0.2"; a copy that lost the tab reads "MPICH Version:3.4.3", and
+    # Python's repr of the string (`>>> MPI.Get_library_version()`) spells the tab "\t".
+    (
+        "MPICH",
+        re.compile(r"(?:HYDRA build details|MPICH).*?Version:(?:\s|\\t)*(\d[\w.]*)", re.S),
+    ),
 )
 
 

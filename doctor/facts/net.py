@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 
 from doctor.capture import Capture
+from doctor.facts.ifkind import Evidence, classify
 from doctor.facts.ipaddr import ip_entries, ip_interfaces
 from doctor.facts.netif import (
     AF_INET,
@@ -15,7 +16,6 @@ from doctor.facts.netif import (
     ARPHRD_LOOPBACK,
     IFF_RUNNING,
     IFF_UP,
-    NETLINK_KINDS,
     IfAddr,
     Interface,
     flag_bits,
@@ -78,28 +78,17 @@ def _linkinfo(cap: Capture) -> dict[str, dict]:
 
 
 def _kind(cap: Capture, name: str, link: dict, arphrd: int | None) -> str:
-    info = link.get("linkinfo") or {}
-    kind = info.get("info_kind")
     base = f"{ROOT}/{name}"
-    if kind == "tun":
-        mode = (info.get("info_data") or {}).get("type")
-        return "tap" if mode == "tap" else "tun"
-    if kind in NETLINK_KINDS:
-        return str(kind)
-    if arphrd == ARPHRD_LOOPBACK:
-        return "loopback"
-    if arphrd == ARPHRD_INFINIBAND:
-        return "ipoib"
-    if cap.value(f"exists:{base}/bridge") is True:
-        return "bridge"
-    if cap.value(f"exists:{base}/bonding") is True:
-        return "bond"
-    tun = _int(cap.file(f"{base}/tun_flags"), 16)
-    if tun is not None:
-        return "tap" if tun & 0x2 else "tun"
-    if isinstance(cap.link(f"{base}/device"), str):
-        return "physical"
-    return "virtual"
+    seen = Evidence(
+        info=link.get("linkinfo") or {},
+        loopback=arphrd == ARPHRD_LOOPBACK,
+        infiniband=arphrd == ARPHRD_INFINIBAND,
+        bridge=cap.value(f"exists:{base}/bridge") is True,
+        bond=cap.value(f"exists:{base}/bonding") is True,
+        tun_flags=_int(cap.file(f"{base}/tun_flags"), 16),
+        device=isinstance(cap.link(f"{base}/device"), str),
+    )
+    return classify(name, seen).name
 
 
 def _ifaddrs(cap: Capture) -> tuple[tuple[IfAddr, ...], str]:
@@ -122,9 +111,9 @@ def _ifaddrs(cap: Capture) -> tuple[tuple[IfAddr, ...], str]:
         )
     # Rebuilt from `ip -j addr`: glibc lists every IPv4 address, then every IPv6 one.
     result = cap.command("ip-addr")
-    if isinstance(result, Missing) or result.rc != 0:
-        return _if_inet6(cap), "if_inet6"
     entries = ip_entries(cap)
+    if (isinstance(result, Missing) or result.rc != 0) and not entries:
+        return _if_inet6(cap), "if_inet6"
     out: list[IfAddr] = []
     for family, label in ((AF_INET, "inet"), (AF_INET6, "inet6")):
         for e in entries:

@@ -35,22 +35,6 @@ AF_INET = 2
 AF_INET6 = 10
 ARPHRD_INFINIBAND = 32
 ARPHRD_LOOPBACK = 772
-# Kinds the kernel names in IFLA_INFO_KIND that we report as they are.
-NETLINK_KINDS = {
-    "veth",
-    "bridge",
-    "bond",
-    "vlan",
-    "macvlan",
-    "macvtap",
-    "ipvlan",
-    "vxlan",
-    "geneve",
-    "wireguard",
-    "ipoib",
-    "dummy",
-    "tun",
-}
 
 
 @dataclass(frozen=True)
@@ -95,7 +79,7 @@ class Interface:
     name: str
     ifindex: int | None
     kind: str  # physical, veth, bridge, bond, vlan, macvlan, ipvlan, vxlan, tun, tap, wireguard,
-    # ipoib, loopback, dummy, virtual; "unknown" where only `ip addr` text was seen (no sysfs)
+    # ipoib, loopback, dummy, virtual; "unknown" where pasted text says nothing (ifkind.py)
     flags: int
     mtu: int | None
     carrier: bool | None  # None: unreadable (the kernel refuses while the link is down)
@@ -107,6 +91,9 @@ class Interface:
     pci_address: str | None
     numa_node: int | None
     addresses: tuple[IfAddr, ...]
+    # Where the kind comes from: "sysfs" (probed), "text" (a paste that shows it: `ip -d`, the
+    # link type, bond/bridge roles), "name" (a paste: guessed from the name or an @ifN peer).
+    kind_from: str = "sysfs"
 
     @property
     def up(self) -> bool:

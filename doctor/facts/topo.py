@@ -20,6 +20,7 @@ from doctor.topo.nvml import (
     pcie_label,
 )
 from doctor.topo.pcitree import PciPlace, pci_label, place_from_realpath
+from doctor.topo.smi_nvlink import ERRORS_SLOT, STATUS_SLOT, nvlink_gpus
 from doctor.topo.smi_text import TopoParseError, parse_topo_text
 
 PCI_ROOT = "/sys/bus/pci/devices"
@@ -56,12 +57,14 @@ class Nic:
 
 @dataclass(frozen=True)
 class TopoFacts:
-    source: str  # "nvml", "nvidia-smi" or "sysfs": where the GPU matrix came from
+    # "nvml", "nvidia-smi" or "sysfs": where the GPU matrix came from; "nvlink" where a paste
+    # gave only `nvidia-smi nvlink` (NVLink per GPU in ``nvml``, no matrix)
+    source: str
     topology: Topology
     nics: tuple[Nic, ...]  # every PCI NIC sysfs shows
     rdma: tuple[str, ...]  # the matrix's RDMA NICs NCCL can use (GPUDirect RDMA candidates)
     nvidia_smi: Topology | Missing  # `nvidia-smi topo -m` as parsed, when it ran
-    nvml: tuple[NvmlGpu, ...] = ()
+    nvml: tuple[NvmlGpu, ...] = ()  # NVML's GPUs; a paste's `nvidia-smi nvlink` (smi_nvlink.py)
     p2p: dict[str, dict[str, str]] = field(default_factory=dict)  # "GPU0-GPU1" → not-OK caps
     mismatches: tuple[str, ...] = ()  # where NVML/sysfs and nvidia-smi disagree
     notes: tuple[str, ...] = ()  # why a better source was not used
@@ -238,10 +241,38 @@ def cross_check(ours: Topology, smi: Topology) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _pasted(cap: Capture, pci: Missing) -> TopoFacts | Missing:
+    """A node seen through pasted text, with no PCI tree: `nvidia-smi topo -m` as its matrix and
+    `nvidia-smi nvlink -s`/`-e` as its NVLink facts, whichever were pasted."""
+    smi = _smi(cap)
+    texts = [cap.command(slot) for slot in (STATUS_SLOT, ERRORS_SLOT)]
+    status, errors = (r.stdout if not isinstance(r, Missing) else None for r in texts)
+    gpus = tuple(nvlink_gpus(status, errors))
+    if not isinstance(smi, Topology) and not gpus:
+        return Missing(f"no PCI devices to place: {pci.reason}", pci.kind)
+    if isinstance(smi, Topology):
+        topo, source = smi, "nvidia-smi"
+    else:  # link counts per GPU, no matrix
+        topo, source = Topology((), (), (), ()), "nvlink"
+    return TopoFacts(
+        source=source,
+        topology=topo,
+        nics=(),
+        rdma=topo.nics,  # nvidia-smi lists ibverbs devices only
+        nvidia_smi=smi,
+        nvml=gpus,
+        notes=("pasted: no PCI tree, NVLink from `nvidia-smi nvlink`" if gpus else "pasted",),
+    )
+
+
 def parse_topo(cap: Capture) -> TopoFacts | Missing:
     pci = parse_pci(cap)
     if isinstance(pci, Missing):
-        return Missing(f"no PCI devices to place: {pci.reason}", pci.kind)
+        return (
+            _pasted(cap, pci)
+            if pci.kind == "unsupported"
+            else Missing(f"no PCI devices to place: {pci.reason}", pci.kind)
+        )
     places = _places(cap, pci)
     nics = parse_nics(cap, pci)
     smi = _smi(cap)

@@ -80,6 +80,7 @@ def plan_json(plan: NicPlan) -> dict[str, Any]:
             {
                 "name": i.name,
                 "kind": i.kind,
+                "kind_from": i.kind_from,
                 "state": i.state(),
                 "mtu": i.mtu,
                 "speed_mbps": i.speed_mbps,

@@ -1,8 +1,10 @@
-"""Pasted `ip addr` (iproute2, busybox), `ip -j addr`, `ifconfig` into the probe's `ip-addr` slot.
+"""Pasted `ip addr` (iproute2, busybox), `ip -br`, `ip -j addr`, `ifconfig` as the probe's ip-addr.
 
 The probe runs ``ip -j addr show``; every one of these pastes says the same things in another
 layout (names, flags, MTU, state, link type, master, addresses), so each is rewritten into that
-JSON and doctor/facts/net.py reads it as it reads a probed node's. What a paste cannot say
+JSON and doctor/facts/net.py reads it as it reads a probed node's. `ip -br addr` and `ip -br
+link` each show half of it (addresses, or flags): they are kept per interface, so that both
+pasted combine, and doctor/facts/ipaddr.py makes the same entries of them. What a paste cannot say
 (sysfs: driver, PCI address, speed, NUMA node; routes; getifaddrs) stays absent. Lines a paste
 holds that are none of these (elisions, comments, annotations) are skipped, and an address that
 was elided or redacted (``10.0.x.x``) is left out rather than guessed.
@@ -15,7 +17,9 @@ import json
 import re
 from typing import Any
 
-from doctor.facts.netif import IFF_NAMES, IFF_RUNNING, IFF_UP, NETLINK_KINDS
+from doctor.facts.ifkind import NETLINK_KINDS
+from doctor.facts.ipaddr import BRIEF
+from doctor.facts.netif import IFF_NAMES, IFF_RUNNING, IFF_UP
 from doctor.paste.kind import Kind, command, matcher
 
 # "2: eth0@if5: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc ... master br0 state UP ..."
@@ -75,6 +79,7 @@ def ip_addr_entries(text: str) -> list[dict[str, Any]]:
         if header:
             rest = dict(re.findall(r"(\w+) (\S+)", header["rest"])[::-1])
             entry = {"ifindex": int(header["index"]), "ifname": header["name"]}
+            entry.update(_peer(header["link"]))
             entry["flags"] = [f for f in header["flags"].split(",") if f]
             if rest.get("mtu", "").isdigit():
                 entry["mtu"] = int(rest["mtu"])
@@ -99,6 +104,16 @@ def ip_addr_entries(text: str) -> list[dict[str, Any]]:
             continue
         _detail(entry, line)
     return entries
+
+
+def _peer(link: str | None) -> dict[str, Any]:
+    """`eth0@if12` → link_index 12 (a link in another namespace, which iproute2 cannot name),
+    `vlan5@bond0` → link bond0, as `ip -j` writes them; `sit0@NONE` has none."""
+    if not link or link == "NONE":
+        return {}
+    if m := re.fullmatch(r"if(\d+)", link):
+        return {"link_index": int(m[1])}
+    return {"link": link}
 
 
 def _detail(entry: dict[str, Any], line: str) -> None:
@@ -187,6 +202,55 @@ def _ifconfig_line(entry: dict[str, Any], line: str) -> None:
         entry["addr_info"].append(addr)
 
 
+# `ip -br addr`: "eth0@if5        UP             10.0.0.2/24 fe80::1/64"; `ip -br link`:
+# "eth0@if5        UP             02:42:ac:11:00:02 <BROADCAST,MULTICAST,UP,LOWER_UP>".
+_BRIEF = re.compile(
+    r"^(?P<name>[^\s@:]+)(?:@(?P<link>\S+))?\s+"
+    r"(?P<state>UP|DOWN|UNKNOWN|LOWERLAYERDOWN|DORMANT|NOTPRESENT|TESTING)(?:\s+(?P<rest>.*?))?\s*$"
+)
+_BRIEF_ADDRS = re.compile(r"^(?:[0-9a-fA-F.:]+/\d{1,3}\s*)+$")
+_BRIEF_LINK = re.compile(
+    r"^(?P<mac>[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})+)?\s*<(?P<flags>[A-Z0-9_,-]*)>$"
+)
+
+
+def _brief_line(line: str) -> re.Match[str] | None:
+    """A line of `ip -br addr` or `ip -br link`, with addresses or a link address and flags."""
+    m = _BRIEF.match(line)
+    rest = m["rest"] if m else None
+    if m is None or (rest and not (_BRIEF_ADDRS.match(rest) or _BRIEF_LINK.match(rest))):
+        return None
+    # A line without addresses ("ifb0   DOWN") is only known by iproute2's columns: the name
+    # padded to 16 characters and a space.
+    return m if rest or m.start("state") >= 17 else None
+
+
+def ip_brief_entries(text: str) -> dict[str, dict[str, Any]]:
+    """`ip -br addr` / `ip -br link` by interface, each with what its form shows: addresses, or
+    the flags and link type. Pasted one after the other they merge per interface (reader.py),
+    and doctor/facts/ipaddr.py makes `ip -j addr` entries of them."""
+    entries: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        if not (m := _brief_line(line)):
+            continue
+        entry = entries.setdefault(m["name"], {})
+        entry.update(_peer(m["link"]), operstate=m["state"])
+        rest = m["rest"] or ""
+        if link := _BRIEF_LINK.match(rest):
+            entry["flags"] = [f for f in link["flags"].split(",") if f]
+            octets = len(link["mac"].split(":")) if link["mac"] else 0
+            if octets == 20:  # an IPoIB hardware address (QPN and GID)
+                entry["link_type"] = "infiniband"
+            continue
+        addresses = entry.setdefault("addr_info", [])
+        for word in rest.split():
+            addr, _, plen = word.partition("/")
+            family = "inet6" if ":" in addr else "inet"
+            if (found := _address(family, addr, int(plen), None)) is not None:
+                addresses.append(found)
+    return entries
+
+
 def ip_json_entries(text: str) -> list[dict[str, Any]]:
     """The JSON array of `ip -j addr` (or `ip -j -p`), junk before or after it ignored."""
     start = text.find("[")
@@ -216,6 +280,11 @@ NET_KINDS = [
         lambda text: _fragment(ip_addr_entries(text), "`ip addr` text"),
     ),
     Kind(
+        "ip -br",
+        lambda line: bool((m := _brief_line(line)) and m["rest"]),
+        lambda text: {"values": {BRIEF: {"value": e}}} if (e := ip_brief_entries(text)) else {},
+    ),
+    Kind(
         "ip -j addr",
         matcher(r"\s*\[\s*\{\s*\"(?:ifindex|ifname)\"", r"\s*\[\s*\{\s*$"),
         lambda text: _fragment(ip_json_entries(text), "`ip -j addr`"),
@@ -228,6 +297,7 @@ NET_KINDS = [
 ]
 DESCRIPTIONS = {
     "ip addr": "`ip addr` / `ip a` / `ip -d addr` (iproute2, busybox): interfaces, addresses",
+    "ip -br": "`ip -br addr` / `ip -br link`: interfaces, state, addresses (or link flags)",
     "ip -j addr": "`ip -j addr` JSON: the same, as the probe reads it",
     "ifconfig": "`ifconfig -a` (net-tools `flags=` and old `Link encap:` forms, busybox)",
 }

@@ -19,6 +19,7 @@ from doctor.facts.gpu_host import XID_ARGV, XID_SLOT
 from doctor.facts.gpus import CSV_FIELDS
 from doctor.facts.smi import CSV, QUERY, TABLE, XML, XML_ARGV
 from doctor.facts.smi_tree import LOG_TITLE
+from doctor.topo.smi_nvlink import ERRORS_SLOT, GPU_HEADER, STATUS_SLOT, shows_nvlink
 from doctor.topo.smi_text import is_matrix_header
 
 Kind = tuple[str, Callable[[str], bool], Callable[[str], dict[str, Any]]]
@@ -55,6 +56,16 @@ def _csv(text: str) -> dict[str, Any]:
     return _command(CSV, argv, text)
 
 
+def _nvlink(text: str) -> dict[str, Any]:
+    """`nvidia-smi nvlink -s` and/or `-e` (one segment may hold both): each into its slot."""
+    status, errors = shows_nvlink(text)
+    commands = {}
+    for shown, slot, flag in ((status, STATUS_SLOT, "-s"), (errors, ERRORS_SLOT, "-e")):
+        if shown:
+            commands.update(_command(slot, ("nvidia-smi", "nvlink", flag), text)["commands"])
+    return {"commands": commands} if commands else {}
+
+
 NVIDIA_KINDS: list[Kind] = [
     (
         "nvidia-smi",
@@ -87,6 +98,7 @@ NVIDIA_KINDS: list[Kind] = [
         is_matrix_header,
         lambda text: _command("nvidia-smi:topo", ("nvidia-smi", "topo", "-m"), text),
     ),
+    ("nvidia-smi nvlink", lambda line: GPU_HEADER.match(line) is not None, _nvlink),
     (
         "kernel log (NVIDIA Xid)",
         lambda line: _XID.search(line) is not None,
@@ -103,5 +115,7 @@ DESCRIPTIONS = {
     "/proc/driver/nvidia/version": "the kernel module's version, proprietary or open",
     "nvcc --version": "the CUDA toolkit release",
     "nvidia-smi topo -m": "the GPU/NIC topology matrix",
+    "nvidia-smi nvlink": "`nvidia-smi nvlink -s` / `-e`: each GPU's NVLinks, active or not, and "
+    "their replay, recovery and CRC error counters",
     "kernel log (NVIDIA Xid)": "NVRM: Xid lines of dmesg or the journal",
 }

@@ -1,7 +1,10 @@
 """Split one paste into segments, each the output of one command, and say which kind each is.
 
-A line that a kind's ``starts`` recognises opens a segment of that kind (a segment of the same
-kind goes on: every interface of ``ip addr`` opens like the first). A shell prompt line
+A paste is first made to look as the commands printed it: a Markdown quote (``> ``) is peeled
+off each line, fence lines (```` ``` ````, ``~~~``) are blanked, and each code block loses the
+indentation it was pasted with (``unindent``). Then a line that a kind's ``starts`` recognises
+opens a segment of that kind (a segment of the same kind goes on: every interface of ``ip addr``
+opens like the first). A shell prompt line
 (``$ cmd``, ``user@host:~$ cmd``, ``[root@h ~]# cmd``) closes the segment before it: the output
 that follows belongs to whatever kind recognises its first lines, or to none, so an output that
 no kind knows between two known ones is reported on its own and swallows neither.
@@ -24,6 +27,9 @@ PROMPT = re.compile(
 )
 # A Markdown quote ("> " before each line of a paste in an issue) is peeled off first.
 QUOTE = re.compile(r"^ {0,3}>(?: |$)")
+# A Markdown code fence, with or without an info string ("```console", "``` bash {.line}"),
+# indented in a list too; a backtick fence's info string holds no backtick (CommonMark).
+FENCE = re.compile(r"^\s*(?:`{3,}[^`]*|~{3,}.*)$")
 
 HEAD_LINES = 5  # an XML declaration, a DOCTYPE and a comment before <nvidia_smi_log>
 
@@ -61,15 +67,71 @@ def _kind_of(line: str, kinds: Sequence[Kind]) -> Kind | None:
     return None
 
 
+def _margin(lines: list[str]) -> str:
+    """The whitespace every non-blank line begins with (tabs and spaces as they are)."""
+    indents = [line[: len(line) - len(line.lstrip())] for line in lines if line.strip()]
+    margin = indents[0] if indents else ""
+    for indent in indents[1:]:
+        while not indent.startswith(margin):
+            margin = margin[:-1]
+    return margin
+
+
+def _opens_block(previous: str | None, line: str, kinds: Sequence[Kind]) -> bool:
+    """Whether an indented line begins a code block: after a blank line, a fence or a prompt
+    (the top of the paste too), as in Markdown; or where it opens an output of a known kind
+    once unindented and the line above is none (prose: "Here is ip a:"). Otherwise it belongs
+    to the output above it."""
+    if previous is None or not previous.strip() or FENCE.match(previous) or PROMPT.match(previous):
+        return True
+    return _kind_of(line.lstrip(), kinds) is not None and _kind_of(previous, kinds) is None
+
+
+def unindent(lines: list[str], kinds: Sequence[Kind] = ()) -> list[str]:
+    """The lines with fence lines blank and each code block's common indentation removed.
+
+    A block is the inside of a fence, or a run of indented (and blank) lines that a blank line,
+    a fence or a prompt opens, or whose first line opens an output of one of ``kinds`` after a
+    line that does not: a Markdown code block (4 spaces, a tab), a fenced one indented in a
+    list, an output pasted under its prompt or its introduction with a margin. Lines indented
+    inside an output (`ifconfig`'s addresses under a name at the margin) follow a line of that
+    output and stay as they are; line numbers do not change.
+    """
+    out = list(lines)
+    start: int | None = None  # where the open block begins
+    fenced = False
+
+    def close(end: int) -> None:
+        if start is not None and (margin := _margin(out[start:end])):
+            out[start:end] = [line.removeprefix(margin) for line in out[start:end]]
+
+    for number, line in enumerate(lines):
+        if FENCE.match(line):
+            close(number)
+            out[number] = ""
+            fenced = not fenced
+            start = number + 1 if fenced else None
+        elif fenced:
+            continue
+        elif start is None:
+            previous = lines[number - 1] if number else None
+            if line[:1].isspace() and line.strip() and _opens_block(previous, line, kinds):
+                start = number
+        elif line.strip() and not line[:1].isspace():
+            close(number)
+            start = None
+    close(len(lines))
+    return out
+
+
 def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
     """The segments of a paste, in order; segments without output (a prompt alone, a comment,
     blank lines) are dropped."""
     segments: list[Segment] = []
     current = Segment(None, 1)
     after_prompt = False  # the current segment began at a prompt and has no kind yet
-    for number, line in enumerate(text.splitlines(), 1):
-        if quote := QUOTE.match(line):
-            line = line[quote.end() :]
+    lines = [line[q.end() :] if (q := QUOTE.match(line)) else line for line in text.splitlines()]
+    for number, line in enumerate(unindent(lines, kinds), 1):
         if COMMENT.match(line):
             continue
         prompt = PROMPT.match(line)

@@ -81,12 +81,16 @@ def render_table(by_node: Mapping[str, NicPlan | Missing], console: Console) -> 
         )
         for iface in plan.net.interfaces.values():
             addrs = " ".join(a.text() for a in iface.addresses) or "-"
-            kind = iface.kind + ("*" if iface.slave_kind else "")
+            # "?": guessed from the name (a paste shows no sysfs); "*": a bond's or bridge's port
+            kind = iface.kind + ("?" if iface.kind_from == "name" else "")
+            kind += "*" if iface.slave_kind else ""
             console.print(
                 f"  {iface.name:<15} {kind:<9} {iface.state():<10} {iface.mtu or '?':>5} "
                 f"{_speed(iface):>6}  {addrs:<34} {' '.join(_uses(plan, iface))}",
                 markup=False,
             )
+        if any(i.kind_from == "name" for i in plan.net.interfaces.values()):
+            console.print("  kind?: guessed from the name; pasted text shows no sysfs", style="dim")
         first = plan.bootstrap.first
         version = ".".join(map(str, plan.nccl_version)) if plan.nccl_version else "unknown"
         chosen = f"{first.name}:{first.address}" if first else f"none ({plan.bootstrap.error})"

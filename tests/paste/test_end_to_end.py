@@ -54,6 +54,10 @@ def test_mpi_and_nccl_drift_through_the_real_checks(two_nodes: list[str]) -> Non
     assert facts["mpi"]["implementation"] == "MPICH"
     assert facts["nccl"]["libraries"][0]["version"] == "2.18.6"
     assert facts["net"]["interfaces"]["br0"]["kind"] == "bridge"
+    # gpu2's `ip -d a` says what eth0 is; gpu1's `ip a` only shows eth0@if2: a guess, said so.
+    assert facts["net"]["interfaces"]["eth0"]["kind_from"] == "text"
+    eth0 = report["nodes"]["gpu1"]["facts"]["net"]["interfaces"]["eth0"]
+    assert (eth0["kind"], eth0["kind_from"]) == ("veth", "name")
 
 
 def test_doctor_analyze_on_pasted_files(

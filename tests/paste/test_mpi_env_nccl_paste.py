@@ -69,6 +69,29 @@ def test_mpi4py_printed_string_with_python_around_it() -> None:
     assert mpi_of(text) == ("Open MPI", "4.1.4")
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # print(MPI.Get_library_version()) where the copy lost the tabs: "MPICH Version:4.0.2"
+        lambda text: ">>> print(MPI.Get_library_version())\n" + text.replace("\t", ""),
+        # the REPL's echo of the string typed at a terminal (the captured session's prompts
+        # came without the echoed input, below)
+        lambda text: ">>> MPI.Get_library_version()\n" + repr(text) + "\n>>>\n",
+        # the block from its second line on, the version further down
+        lambda text: "".join(text.splitlines(True)[1:3] + text.splitlines(True)[:1]),
+    ],
+    ids=["tabs-lost", "repr", "version-not-first"],
+)
+def test_mpich_library_version_as_mpi4py_shows_it(shape) -> None:
+    # Each shape derived from the real MPICH 4.0.2 MPI_Get_library_version capture.
+    assert mpi_of(shape(pasted("mpich-library-version.txt"))) == ("MPICH", "4.0.2")
+
+
+def test_mpi4py_repl_session_captured() -> None:
+    # `python -i` with mpi4py 4.1.2 on Debian's libmpich12 4.0.2: the repr on one line.
+    assert mpi_of(pasted("mpi4py-mpich-repl.txt")) == ("MPICH", "4.0.2")
+
+
 def test_env_keeps_only_the_communication_settings() -> None:
     env = parse_node("n1", read_text(pasted("env.txt"))).env
     assert env == {

@@ -50,6 +50,27 @@ def test_ibv_devinfo_verbose_with_elisions() -> None:
     assert not any(g.routable_v2 for g in roce.gids)  # link-local only
 
 
+def test_ibv_devinfo_every_port_state_and_link_layer() -> None:
+    rdma = rdma_of(pasted("written-ibv_devinfo.txt"))
+    states = {
+        f"{h.name}/{p.number}": (p.state, p.state_text, p.link_layer, p.active)
+        for h in rdma.hcas
+        for p in h.ports
+    }
+    assert states == {
+        "mlx5_0/1": (4, "ACTIVE", "InfiniBand", True),
+        "mlx5_1/1": (2, "INIT", "InfiniBand", False),  # no subnet manager brought it up
+        "mlx5_2/1": (3, "ARMED", "Ethernet", False),
+        "mlx5_2/2": (1, "DOWN", "Ethernet", False),
+    }
+    # The rdma checks judge them as a probed node's: mlx5_1 and mlx5_2 have no active port.
+    node = parse_node("n1", read_text(pasted("written-ibv_devinfo.txt")))
+    cluster = ClusterFacts(nodes={"n1": node})
+    findings = [f for o in run_checks(load_checks(), cluster) for f in o.findings]
+    named = {f.summary.split(":")[0] for f in findings if f.code == "rdma.no_active_port"}
+    assert named == {"mlx5_1", "mlx5_2"}
+
+
 def test_rdma_link_and_ibdev2netdev() -> None:
     rdma = rdma_of(TOOLS["rdma link"])
     assert ports(rdma)["mlx5_1/1"][:2] == (1, "Polling")

@@ -1,0 +1,75 @@
+"""Interface kinds in pasted listings: what the text shows, else a guess from the name that says
+it is one (doctor/facts/ifkind.py, the classifier the probe's sysfs path uses too)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from doctor.facts.ifkind import Evidence, IfKind, classify
+from doctor.facts.net import NetFacts, parse_net
+from doctor.facts.node import parse_node
+from doctor.nic.plan import plan_node
+from doctor.render.nics import render_table
+from tests.paste.pastekit import pasted, read_text
+
+HOST, POD = pasted("written-ip-a-nic-names.txt").split("=== a pod\n")
+
+
+def kinds(text: str) -> dict[str, tuple[str, str]]:
+    net = parse_net(read_text(text))
+    assert isinstance(net, NetFacts), net
+    return {name: (i.kind, i.kind_from) for name, i in net.interfaces.items()}
+
+
+def test_a_gpu_server_s_interfaces_are_none_unknown() -> None:
+    assert kinds(HOST) == {
+        "lo": ("loopback", "text"),
+        "eno1": ("physical", "name"),
+        "ens11f0": ("physical", "name"),
+        "enp65s0f1np1": ("physical", "name"),
+        "ib0": ("ipoib", "text"),  # link/infiniband
+        "bond0": ("bond", "text"),  # IFF_MASTER
+        "ens5.100": ("vlan", "name"),
+        "docker0": ("bridge", "name"),
+        "virbr0": ("bridge", "name"),
+        "cni0": ("bridge", "name"),
+        "flannel.1": ("vxlan", "name"),
+        "cali1a2b3c4d5e6": ("veth", "name"),
+        "tailscale0": ("tun", "name"),
+        "wg0": ("wireguard", "name"),
+        "gpu0rdma0": ("physical", "name"),
+    }
+
+
+def test_a_pod_s_eth0_is_its_veth_and_multus_net1_a_vf() -> None:
+    assert kinds(POD) == {
+        "lo": ("loopback", "text"),
+        "eth0": ("veth", "name"),  # eth0@if12: the host end is in another namespace
+        "net1": ("physical", "name"),  # an SR-IOV VF Multus moved into the pod
+    }
+
+
+def test_what_the_kernel_says_is_never_a_guess() -> None:
+    # The probe's evidence: sysfs's device link decides, whatever the name.
+    assert classify("docker0", Evidence(device=True)) == IfKind("physical")
+    assert classify("eth0", Evidence(device=False)) == IfKind("virtual")
+    assert classify("eth0", Evidence(info={"info_kind": "veth"})) == IfKind("veth")
+    assert classify("ib0.8001", Evidence()) == IfKind("ipoib", guessed=True)  # a P_Key child
+    assert classify("bond0.300", Evidence()) == IfKind("vlan", guessed=True)
+    assert classify("mv0", Evidence()) == IfKind("unknown")
+    assert classify("p0", Evidence()) == IfKind("physical", guessed=True)  # a BlueField uplink
+    assert classify("pod0", Evidence()) == IfKind("unknown")
+
+
+def test_ip_d_details_win_over_the_name() -> None:
+    i = kinds(pasted("written-ip-d-bond-vlan.txt"))
+    assert i["bond0.300"] == ("vlan", "text") and i["ib0"] == ("ipoib", "text")
+
+
+def test_the_nics_table_marks_a_guessed_kind() -> None:
+    console = Console(record=True, width=160)
+    render_table({"pod": plan_node(parse_node("pod", read_text(POD)))}, console)
+    text = console.export_text()
+    rows = {line.split()[0]: line.split()[1] for line in text.splitlines() if line[:2] == "  "}
+    assert (rows["lo"], rows["eth0"], rows["net1"]) == ("loopback", "veth?", "physical?")
+    assert "kind?: guessed from the name" in text
