@@ -28,6 +28,8 @@ from doctor.job.forward import forward
 from doctor.job.gate import Verdict, judge
 from doctor.job.show import say, show_gate
 from doctor.job.spread import JobResult, Launch, run_job
+from doctor.nic.choice import NicPlan
+from doctor.nic.plan import subnets
 from doctor.pipeline import Watcher, run_connected
 from doctor.report import Report
 from doctor.request import Profile, Request, RunSettings, StageSettings, Targets
@@ -38,7 +40,11 @@ from doctor.transport.launchers import launcher_for
 from doctor.transport.local import LocalTransport
 
 HOLES = ("{node}", "{node_rank}", "{nnodes}", "{master_addr}", "{master_port}")
-QUICK_SIZES = "64K"  # one size: proves the sum and the fix, no sweep
+QUICK_SIZES = "64K"
+MPI_VARS = (
+    "OMPI_MCA_btl_tcp_if_include",
+    "OMPI_MCA_oob_tcp_if_include",
+)  # one size: proves the sum and the fix, no sweep
 
 
 def targets_for(targets: Targets, line: LaunchLine) -> Targets:
@@ -107,12 +113,19 @@ def _launches(
     return out
 
 
-def _shared(verdict: Verdict) -> dict[str, str]:
-    """What one launcher can pass to every node: the settings every node shares."""
+def _shared(verdict: Verdict, report: Report) -> dict[str, str]:
+    """What one launcher run here can pass to every node: the settings every node shares, with
+    Open MPI's given as subnets (this machine, where mpirun runs, may not be a node)."""
     envs = [e for e in verdict.env.values() if e]
     if not envs:
         return {}
-    return {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs)}
+    shared = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs)}
+    plans = [f.nic for f in report.cluster.nodes.values() if isinstance(f.nic, NicPlan)]
+    cidr = subnets(plans)
+    for name in MPI_VARS:
+        if cidr:
+            shared[name] = cidr
+    return shared
 
 
 def launch(
@@ -126,7 +139,7 @@ def launch(
     folder: Path,
 ) -> JobResult:
     if line.spreads:
-        env = _shared(verdict)
+        env = _shared(verdict, report)
         done = forward(line, env, folder)
         left = sorted({k for e in verdict.env.values() for k in e} - set(env))
         say(env_line(replace(verdict, env={n: env for n in verdict.env}), done.how))

@@ -15,25 +15,31 @@ from doctor.explain.scan import explain
 from doctor.job.spread import JobResult, NodeRun
 from doctor.jsonable import jsonable
 
-# The last line of a Python traceback: the exception's name and message.
+# A Python traceback's head, and its last line: the exception's name and message. Launcher
+# prefixes ([rank1]:, [node2]) are allowed in front of both.
+_PREFIX = rb"^(?:\[[^\]]*\]:?\s*)*"
+_TRACEBACK = re.compile(_PREFIX + rb"Traceback \(most recent call last\):")
 _RAISED = re.compile(
-    rb"^(?:\[[^\]]*\]\s*)*(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s?(.*))?$"
+    _PREFIX + rb"((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s?(.*))?$"
 )
 MAX_ERROR = 300
 
 
 def raised(run: NodeRun) -> str | None:
-    """The last exception line in the node's output, if any."""
+    """The exception that ended the node's first traceback (the program's own error comes
+    before the launcher's report of it), if any."""
     try:
         data = run.log.read_bytes()
     except OSError:
         return None
-    last = None
+    in_traceback = False
     for line in data.splitlines():
-        match = _RAISED.match(line.strip())
-        if match:
-            last = line.strip()
-    return last.decode("utf-8", "replace")[:MAX_ERROR] if last else None
+        line = line.rstrip()
+        if _TRACEBACK.match(line):
+            in_traceback = True
+        elif in_traceback and (match := _RAISED.match(line)):
+            return match.group(0)[match.start(1) :].decode("utf-8", "replace")[:MAX_ERROR]
+    return None
 
 
 def job_explanation(result: JobResult) -> dict[str, Any]:

@@ -67,7 +67,9 @@ def show_job(
     job's."""
     if result is None:
         code = emit(report, output)
-        what = _codes(verdict.blocking) or ", ".join(verdict.crashed)
+        what = ", ".join(
+            f"{f.code} ({', '.join(f.nodes)})" if f.nodes else f.code for f in verdict.blocking
+        ) or ", ".join(f"crashed check {c}" for c in verdict.crashed)
         say(
             f"not launched: the gate stops at {what} (the environment does not fix it; "
             "--force launches anyway)"
@@ -78,10 +80,8 @@ def show_job(
     if result.interrupted:
         say(f"interrupted: ended the job on every node ({section['seconds']:g}s); logs in {folder}")
     elif code == 0:
-        say(
-            f"job finished on {len(result.runs)} node(s) in {result.seconds:.1f}s, exit 0; "
-            f"logs in {folder}"
-        )
+        where = f" on {len(result.runs)} node(s)" if len(result.runs) > 1 else ""
+        say(f"job finished{where} in {result.seconds:.1f}s, exit 0; logs in {folder}")
     else:
         if result.timed_out:
             say("time limit reached: ended the job on every node")
