@@ -21,7 +21,7 @@ from typing import Any
 from doctor.connect import connect
 from doctor.errors import UsageError
 from doctor.files import write_whole
-from doctor.inventory import Node
+from doctor.inventory import Node, local_node
 from doctor.job.argv import SPREADING, LaunchLine
 from doctor.job.explain import job_explanation
 from doctor.job.forward import forward
@@ -90,7 +90,7 @@ def env_line(verdict: Verdict, how: str) -> str:
         f"{pairs} on {'every node' if len(sets) == 1 else ','.join(nodes)}"
         for pairs, nodes in sets.items()
     )
-    why = "the interface every peer reached"
+    why = "the interface every peer reached" if verdict.proven else "each node's NIC plan"
     if verdict.fixed:
         codes = ", ".join(dict.fromkeys(f.code for f in verdict.fixed))
         why += f"; fixes {codes}"
@@ -148,7 +148,7 @@ def launch(
         for path, text in done.files.items():
             write_whole(path, text)
         say(f"running: {shlex.join(done.argv)}")
-        here = Launch(Node(name="launcher"), done.argv, done.env)
+        here = Launch(local_node(), done.argv, done.env)  # the launcher runs on this machine
         return run_job(
             [here],
             LocalLauncher(),

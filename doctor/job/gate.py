@@ -30,6 +30,7 @@ class Verdict:
     blocking: list[Finding]
     fixed: list[Finding]
     crashed: list[str]  # checks that crashed: nothing is known, so they stop the launch too
+    proven: bool = False  # every node's interface was reached by every peer over TCP
 
     @property
     def passed(self) -> bool:
@@ -79,9 +80,15 @@ def judge(report: Report, specs: Iterable[CheckSpec], threshold: Severity) -> Ve
         return any(env.values()) and f.code not in remaining
 
     crashed = sorted({o.check for o in report.outcomes if o.status is Status.CRASH})
+    plans = [f.nic for f in cluster.nodes.values()]
     return Verdict(
         env=env,
         blocking=[f for f in at_threshold if not fixed(f)],
         fixed=[f for f in at_threshold if fixed(f)],
         crashed=crashed,
+        proven=bool(plans)
+        and all(
+            isinstance(p, NicPlan) and p.recommended and p.recommended.name in (p.proven or ())
+            for p in plans
+        ),
     )
