@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -82,11 +83,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    results = [measure(n, args.runs) for n in args.nodes]
     result = {
         "machine": f"{platform.node()} {platform.machine()}, {platform.python_version()}",
+        "cpus": os.cpu_count(),
+        # Other work on the machine shows in every figure: the 1-minute load, before and after.
+        "load_average": [round(load, 1), round(os.getloadavg()[0], 1)],
         "runs": args.runs,
         "job": "mpirun -np N true, one rank per node",
-        "results": [measure(n, args.runs) for n in args.nodes],
+        "results": results,
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
