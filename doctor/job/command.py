@@ -22,7 +22,7 @@ from doctor.connect import connect
 from doctor.errors import UsageError
 from doctor.files import write_whole
 from doctor.inventory import Node, local_node
-from doctor.job.argv import SPREADING, LaunchLine
+from doctor.job.argv import PER_NODE, LaunchLine
 from doctor.job.explain import job_explanation
 from doctor.job.forward import forward
 from doctor.job.gate import Verdict, judge
@@ -62,7 +62,9 @@ def targets_for(targets: Targets, line: LaunchLine) -> Targets:
 
 def stages_for(stages: StageSettings, profile: Profile, line: LaunchLine) -> StageSettings:
     master = stages.master or line.master_addr
-    if profile is Profile.quick and line.tool not in SPREADING - {"srun"}:
+    # torchrun and accelerate go through the doctor's transport, srun through SLURM: no node
+    # logs in to another by SSH, so the mesh is not what decides their launch.
+    if profile is Profile.quick and line.tool in PER_NODE | {"srun"}:
         return replace(stages, master=master, mesh=Sampling.off)
     return replace(stages, master=master)
 

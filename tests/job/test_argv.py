@@ -81,6 +81,8 @@ def test_quick_profile_drops_the_ssh_mesh_only_where_the_launch_needs_no_ssh() -
     assert stages_for(StageSettings(), Profile.quick, torch).mesh_mode is Sampling.off
     assert stages_for(StageSettings(), Profile.quick, mpi).mesh_mode is Sampling.auto
     assert stages_for(StageSettings(), Profile.full, torch).mesh_mode is Sampling.auto
+    script = parse_launch(["./launch.sh"])  # it may well ssh: the mesh stays
+    assert stages_for(StageSettings(), Profile.quick, script).mesh_mode is Sampling.auto
 
 
 def test_placeholders_are_filled_and_other_braces_kept() -> None:
