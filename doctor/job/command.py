@@ -150,6 +150,7 @@ def launch(
         for path, text in done.files.items():
             write_whole(path, text)
         say(f"running: {shlex.join(done.argv)}")
+        report.sections["run"].update(ran=done.argv, passed=env, passed_by=done.how)
         here = Launch(local_node(), done.argv, done.env)  # the launcher runs on this machine
         return run_job(
             [here],

@@ -1,6 +1,7 @@
 """What `doctor run` prints around the job: the gate's verdict (the whole report only when it
 stops the launch), one summary line for a job that succeeds, the cause/node/fix for one that
-fails. The JSON report (--json, -f json) carries the same under ``run``."""
+fails. The report's files (--json, --html, ...; -f json on stdout) carry the same under ``run``.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from doctor.files import write_whole
 from doctor.job.gate import Verdict
 from doctor.job.spread import JobResult
 from doctor.model import Finding
-from doctor.output import Format, OutputOptions, emit
-from doctor.render.json_report import render_json
+from doctor.output import OutputOptions, emit
 from doctor.report import Report
 
 
@@ -87,8 +86,5 @@ def show_job(
             say("time limit reached: ended the job on every node")
         show_failure(section)
         say(f"logs in {folder}")
-    if output.json_file is not None:
-        write_whole(output.json_file, render_json(report))
-    if output.fmt is Format.json:
-        sys.stdout.write(render_json(report))
+    emit(report, output, text=False)  # --json and the other files, redacted as asked
     return code
