@@ -50,7 +50,7 @@ def test_a_failing_node_ends_the_others_after_the_grace(tmp_path: Path) -> None:
     ]
     began = time.monotonic()
     result = run_job(launches, LocalLauncher(), sys.executable, tmp_path, grace=1)
-    assert time.monotonic() - began < 20
+    assert time.monotonic() - began < 40  # the sleeps are 60 s: ended, not waited for
     assert result.exit_code() == 3  # the failed node's, not the one the doctor ended
     assert result.stopped == ["slow"] and [r.name for r in result.failed()] == ["bad"]
     explained = job_explanation(result)
@@ -76,7 +76,7 @@ def test_the_time_limit_ends_everything_including_what_left_the_session(tmp_path
     launches = [Launch(node("a"), [sys.executable, "-c", script])]
     began = time.monotonic()
     result = run_job(launches, LocalLauncher(), sys.executable, tmp_path / "logs", timeout=2)
-    assert time.monotonic() - began < 20
+    assert time.monotonic() - began < 40  # the sleeps are 60 s: ended, not waited for
     assert result.timed_out and result.exit_code() == 124
     escaped = int(pidfile.read_text())
     deadline = time.monotonic() + 5
