@@ -12,6 +12,7 @@ from typing import Any
 from doctor.job.gate import Verdict
 from doctor.job.spread import JobResult
 from doctor.model import Finding
+from doctor.nodeset import compact
 from doctor.output import OutputOptions, emit
 from doctor.report import Report
 
@@ -47,7 +48,7 @@ def show_failure(section: dict[str, Any]) -> None:
         error = f": {failed['error']}" if failed.get("error") else ""
         say(f"job failed on {failed['node']} (exit {failed['exit_code']}){error}")
     for finding in explained.get("findings", []):
-        say(f"cause: {finding['code']} on {', '.join(finding['nodes'])}: {finding['summary']}")
+        say(f"cause: {finding['code']} on {compact(finding['nodes'])}: {finding['summary']}")
         fix = finding.get("fix") or {}
         if fix.get("text"):
             say(f"  fix: {fix['text']}")
@@ -67,7 +68,7 @@ def show_job(
     if result is None:
         code = emit(report, output)
         what = ", ".join(
-            f"{f.code} ({', '.join(f.nodes)})" if f.nodes else f.code for f in verdict.blocking
+            f"{f.code} ({compact(f.nodes)})" if f.nodes else f.code for f in verdict.blocking
         ) or ", ".join(f"crashed check {c}" for c in verdict.crashed)
         say(
             f"not launched: the gate stops at {what} (the environment does not fix it; "
