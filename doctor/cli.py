@@ -167,10 +167,10 @@ def run_job(
     from doctor.progress import Progress
 
     progress = Progress(stderr_console(), quiet=settings_ui.quiet, verbose=settings_ui.verbose)
-    report, verdict, result, folder = run_command(
+    report, verdict, result = run_command(
         launch or [], line, request, settings, output.threshold, progress
     )
-    return show_job(report, verdict, result, folder, output)
+    return show_job(report, verdict, result, output)
 
 
 @command()

@@ -26,8 +26,9 @@ from doctor.job.argv import PER_NODE, LaunchLine
 from doctor.job.explain import job_explanation
 from doctor.job.forward import forward
 from doctor.job.gate import Verdict, judge
-from doctor.job.show import say, show_gate
+from doctor.job.show import blocking, say, show_gate
 from doctor.job.spread import JobResult, Launch, run_job
+from doctor.model import Severity
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import subnets
 from doctor.pipeline import Watcher, run_connected
@@ -40,18 +41,14 @@ from doctor.transport.launchers import launcher_for
 from doctor.transport.local import LocalTransport
 
 HOLES = ("{node}", "{node_rank}", "{nnodes}", "{master_addr}", "{master_port}")
-QUICK_SIZES = "64K"
-MPI_VARS = (
-    "OMPI_MCA_btl_tcp_if_include",
-    "OMPI_MCA_oob_tcp_if_include",
-)  # one size: proves the sum and the fix, no sweep
+QUICK_SIZES = "64K"  # one size: proves the sum and the fix, no sweep
+MPI_VARS = ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include")
 
 
 def targets_for(targets: Targets, line: LaunchLine) -> Targets:
     """The doctor's own node options when it has any; else the nodes the command names."""
-    if targets.hosts or targets.hostfile or targets.slurm or targets.slurm_nodes or targets.local:
-        return targets
-    if targets.partition or targets.exec:
+    own = (targets.hosts, targets.hostfile, targets.slurm, targets.slurm_nodes, targets.partition)
+    if any(own) or targets.local or targets.exec:
         return targets
     if line.hosts or line.hostfile:
         return replace(targets, hosts=line.hosts, hostfile=None if line.hosts else line.hostfile)
@@ -124,9 +121,8 @@ def _shared(verdict: Verdict, report: Report) -> dict[str, str]:
     shared = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs)}
     plans = [f.nic for f in report.cluster.nodes.values() if isinstance(f.nic, NicPlan)]
     cidr = subnets(plans)
-    for name in MPI_VARS:
-        if cidr:
-            shared[name] = cidr
+    if cidr:
+        shared.update(dict.fromkeys(MPI_VARS, cidr))
     return shared
 
 
@@ -180,31 +176,31 @@ def run_command(
     line: LaunchLine,
     request: Request,
     settings: RunSettings,
-    threshold: Any,
+    threshold: Severity,
     watcher: Watcher,
-) -> tuple[Report, Verdict, JobResult | None, Path]:
+) -> tuple[Report, Verdict, JobResult | None]:
     """Gate, then (if it passes, or with --force) the job. The report carries both."""
     if not argv:
         raise UsageError("run: give the launch command after --, e.g. doctor run -- torchrun ...")
-    folder = settings.logs or Path(tempfile.mkdtemp(prefix="doctor-run-"))
     started = time.monotonic()
     with connect(request.targets) as (nodes, transport):
         report = run_connected(request, nodes, transport, watcher)
         verdict = judge(report, request.checks, threshold)
         report.sections["run"] = {"command": argv, "launcher": line.tool or None}
+        report.sections["run"]["gate_seconds"] = round(time.monotonic() - started, 3)
         if not verdict.passed and not settings.force:
             report.sections["run"]["launched"] = False
-            return report, verdict, None, folder
-        show_gate(report, verdict)
-        gate_s = time.monotonic() - started
-        report.sections["run"]["gate_seconds"] = round(gate_s, 3)
-        if not verdict.passed:
-            say(f"--force: launching despite {len(verdict.blocking)} finding(s) the gate stops at")
+            return report, verdict, None
+        if verdict.passed:
+            show_gate(report, verdict)
+        else:
+            say(f"--force: launching past {blocking(verdict)}")
+        folder = settings.logs or Path(tempfile.mkdtemp(prefix="doctor-run-"))
         result = launch(
             line, nodes, transport, verdict, report, settings, request.targets.python, folder
         )
     report.sections["run"].update(job_section(result, verdict, folder))
-    return report, verdict, result, folder
+    return report, verdict, result
 
 
 def job_section(result: JobResult, verdict: Verdict, folder: Path) -> dict[str, Any]:

@@ -6,7 +6,6 @@ fails. The report's files (--json, --html, ...; -f json on stdout) carry the sam
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 from doctor.job.gate import Verdict
@@ -24,6 +23,12 @@ def say(text: str) -> None:
 
 def _codes(findings: list[Finding]) -> str:
     return ", ".join(dict.fromkeys(f.code for f in findings))
+
+
+def blocking(verdict: Verdict) -> str:
+    """What stops the launch, with the nodes."""
+    found = [f"{f.code} ({compact(f.nodes)})" if f.nodes else f.code for f in verdict.blocking]
+    return ", ".join(found + [f"crashed check {c}" for c in verdict.crashed])
 
 
 def show_gate(report: Report, verdict: Verdict) -> None:
@@ -60,22 +65,19 @@ def show_job(
     report: Report,
     verdict: Verdict,
     result: JobResult | None,
-    folder: Path,
     output: OutputOptions,
 ) -> int:
     """Print what the run came to; the exit code: the report's when not launched, else the
     job's."""
     if result is None:
         code = emit(report, output)
-        what = ", ".join(
-            f"{f.code} ({compact(f.nodes)})" if f.nodes else f.code for f in verdict.blocking
-        ) or ", ".join(f"crashed check {c}" for c in verdict.crashed)
         say(
-            f"not launched: the gate stops at {what} (the environment does not fix it; "
-            "--force launches anyway)"
+            f"not launched: the gate stops at {blocking(verdict)} "
+            "(the environment does not fix it; --force launches anyway)"
         )
         return code or 1
     section = report.sections["run"]
+    folder = section["logs"]
     code = result.exit_code()
     if result.interrupted:
         say(f"interrupted: ended the job on every node ({section['seconds']:g}s); logs in {folder}")
