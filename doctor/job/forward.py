@@ -56,12 +56,16 @@ def forward(line: LaunchLine, env: dict[str, str], folder: Path) -> Forwarded:
                 words += ["-x", f"{name}={value}"]
         return Forwarded(_after_launcher(line, words), {}, "mpirun -x / --mca")
     if line.tool == "srun":
-        given = [w for w in line.argv[line.at + 1 : line.program] if w.startswith("--export=")]
+        argv = list(line.argv)
         pairs = ",".join(f"{k}={v}" for k, v in env.items())
-        if given:  # the user's --export stays; ours is added to it, after it, as srun reads one
-            argv = list(line.argv)
-            argv[argv.index(given[0])] = f"{given[0]},{pairs}"
-            return Forwarded(argv, {}, "srun --export")
+        for i in range(line.at + 1, line.program):
+            # The user's --export stays, ours appended to it: srun reads only one.
+            if argv[i].startswith("--export="):
+                argv[i] = f"{argv[i]},{pairs}"
+                return Forwarded(argv, {}, "srun --export")
+            if argv[i] == "--export" and i + 1 < len(argv):
+                argv[i + 1] = f"{argv[i + 1]},{pairs}"
+                return Forwarded(argv, {}, "srun --export")
         return Forwarded(_after_launcher(line, [f"--export=ALL,{pairs}"]), {}, "srun --export")
     if line.tool == "deepspeed":
         path = folder / "deepspeed_env"

@@ -109,6 +109,8 @@ def test_srun_gets_export_and_keeps_the_users(tmp_path: Path) -> None:
     assert plain.argv == ["srun", "--export=ALL,A=1", "-N", "2", "t"]
     theirs = forward(parse_launch(["srun", "--export=ALL,B=2", "t"]), {"A": "1"}, tmp_path)
     assert theirs.argv == ["srun", "--export=ALL,B=2,A=1", "t"]
+    spaced = forward(parse_launch(["srun", "--export", "ALL", "-N2", "t"]), {"A": "1"}, tmp_path)
+    assert spaced.argv == ["srun", "--export", "ALL,A=1", "-N2", "t"]
 
 
 def test_deepspeed_gets_an_env_file_with_the_users_lines_first(
