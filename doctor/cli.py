@@ -41,7 +41,9 @@ from doctor.request import (
     AllreduceSettings,
     CheckSettings,
     ProbeSettings,
+    Profile,
     Request,
+    RunSettings,
     StageSettings,
     Targets,
 )
@@ -126,6 +128,49 @@ def preflight(
         nics_section=True,
     )
     return emit(_run(request), output)
+
+
+@command(name="run")
+def run_job(
+    output: OutputOptions,
+    checks: CheckSettings,
+    probe: ProbeSettings,
+    targets: Targets,
+    stages: StageSettings,
+    allreduce: AllreduceSettings,
+    settings: RunSettings,
+    launch: Annotated[
+        list[str] | None,
+        typer.Argument(help="The launch command, after --: torchrun ..., mpirun ..., srun ..."),
+    ] = None,
+) -> int:
+    """Preflight the nodes a launch command will use, then launch it with the fix applied."""
+    from doctor.job.argv import parse_launch
+    from doctor.job.command import QUICK_SIZES, run_command, stages_for, targets_for
+    from doctor.job.show import show_job
+
+    line = parse_launch(launch or [])
+    quick = settings.profile is Profile.quick
+    request = Request(
+        "run",
+        targets=targets_for(targets, line),
+        probe=probe,
+        stages=stages_for(stages, settings.profile, line),
+        allreduce=replace(allreduce, sizes=QUICK_SIZES if quick else allreduce.sizes)
+        if stages.allreduce
+        else None,
+        checks=_checks(checks.include, checks.exclude),
+        baseline=checks.baseline,
+        nics_section=True,
+    )
+    settings_ui = ui()
+    from doctor.progress import Progress
+
+    progress = Progress(stderr_console(), quiet=settings_ui.quiet, verbose=settings_ui.verbose)
+    report, verdict, result = run_command(
+        launch or [], line, request, settings, output.threshold, progress
+    )
+    return show_job(report, verdict, result, output)
 
 
 @command()

@@ -161,8 +161,10 @@ def _write(flag: str, path: Path, text: str) -> None:
         raise UsageError(f"{flag} {path}: {exc.strerror}") from None
 
 
-def emit(report: Report, opts: OutputOptions) -> int:
-    """Write the report to stdout and every named file; the exit code it calls for."""
+def emit(report: Report, opts: OutputOptions, text: bool = True) -> int:
+    """Write the report to stdout and every named file; the exit code it calls for.
+    ``text`` False: no text report on stdout (`doctor run` after its job: the job's output and
+    its own lines are the terminal's)."""
     # The renderers (rich tables, XML) load here: commands that write no report never pay them.
     from doctor.redact import Redactor
     from doctor.render.json_report import render_json
@@ -197,7 +199,7 @@ def emit(report: Report, opts: OutputOptions) -> int:
         _write("--html", opts.html_file, render_html(document()))
     if opts.fmt is Format.json:
         sys.stdout.write(as_json())
-    else:
+    elif text:
         console = stdout_console()
         with console.capture() as captured:
             render_text(report, console, ui().detail)

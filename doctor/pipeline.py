@@ -109,13 +109,27 @@ def probe_spec(request: Request, resolve: list[str]) -> dict[str, Any]:
 
 def run(request: Request, watcher: Watcher | None = None) -> Report:
     """Everything one command does before its report is rendered."""
-    baseline = load_baseline(request.baseline) if request.baseline is not None else None
-    if request.captures is not None:
-        probed = {n: parse_node(n, c) for n, c in request.captures.items()}
-        cluster = ClusterFacts(nodes=derive(probed, NOT_TESTED), baseline=baseline)
-    else:
+    if request.captures is None:
         with connect(request.targets) as (nodes, transport):
-            cluster = _on_nodes(request, nodes, transport, watcher or Silent(), baseline)
+            return run_connected(request, nodes, transport, watcher)
+    baseline = load_baseline(request.baseline) if request.baseline is not None else None
+    probed = {n: parse_node(n, c) for n, c in request.captures.items()}
+    return _judged(request, ClusterFacts(nodes=derive(probed, NOT_TESTED), baseline=baseline))
+
+
+def run_connected(
+    request: Request,
+    nodes: list[Node],
+    transport: Transport | BatchTransport,
+    watcher: Watcher | None = None,
+) -> Report:
+    """The pipeline on nodes already connected (`doctor run` launches the job through the same
+    transport after)."""
+    baseline = load_baseline(request.baseline) if request.baseline is not None else None
+    return _judged(request, _on_nodes(request, nodes, transport, watcher or Silent(), baseline))
+
+
+def _judged(request: Request, cluster: ClusterFacts) -> Report:
     outcomes = run_checks(request.checks, cluster) if request.judge else []
     return Report.build(request.command, cluster, outcomes, sections(cluster, request))
 

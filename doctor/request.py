@@ -257,6 +257,40 @@ class CheckSettings:
     ] = None
 
 
+class Profile(str, enum.Enum):
+    """How much of the preflight `doctor run` spends before the job."""
+
+    quick = "quick"
+    full = "full"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    profile: Annotated[
+        Profile,
+        flag(
+            "--profile",
+            help="full: the whole preflight; quick: no size sweep, and no SSH mesh for "
+            "launchers that do not use SSH between nodes.",
+        ),
+    ] = Profile.full
+    force: Annotated[
+        bool, flag("--force", help="Launch even when the gate finds what it cannot fix.")
+    ] = False
+    logs: Annotated[
+        Path | None,
+        flag("--logs", help="Folder for each node's whole output (default: a new temp folder)."),
+    ] = None
+    grace: Annotated[
+        float,
+        flag("--grace", min=0.0, help="Seconds the other nodes get after one node's job fails."),
+    ] = 10.0
+    time_limit: Annotated[
+        float | None,
+        flag("--time-limit", min=1.0, help="Seconds the job may run; then every node is ended."),
+    ] = None
+
+
 @dataclass(frozen=True)
 class Request:
     """One run: which nodes (or which saved captures), what to probe, which stages run, which

@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pipeline", ("doctor.request", "doctor.pipeline", "doctor.connect", "doctor.captures")),
     ("pipeline", ("doctor.baseline",)),
     ("pipeline", ("doctor.prolog",)),
+    ("pipeline", ("doctor.job",)),
     ("cli", ("doctor.cli", "doctor.flags", "doctor.config", "doctor.main", "doctor.__main__")),
 )
 ORDER = list(dict.fromkeys(name for name, _ in LAYERS))

@@ -11,6 +11,8 @@ from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nodeset import compact
 from doctor.plugin import Skip, cluster_check
 
+PINS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+
 
 def _is_loopback(addr: str) -> bool:
     return addr.startswith("127.") or addr == "::1"
@@ -121,11 +123,25 @@ def _loopback(
     real = _real_address(cluster, name, peers)
     loop = next(a for a in addrs if _is_loopback(a))
     whose = "its own name" if name in (own, source) else "the name"
+    # Gloo and TensorPipe look their own hostname up only when no interface is named: with
+    # both named on the node, its own name is no longer what they listen on (a peer's name or
+    # MASTER_ADDR resolving to loopback still sends connects to the node itself).
+    env = cluster.nodes[source].env
+    pinned = name in (own, source) and isinstance(env, dict) and all(env.get(v) for v in PINS)
+    severity, harm = (
+        Severity.FAIL,
+        "Gloo/torch.distributed would listen there and other nodes cannot connect",
+    )
+    if pinned:
+        severity = Severity.WARN
+        harm = (
+            f"{' and '.join(PINS)} are set there, so Gloo and TensorPipe do not use it; "
+            "other programs that look the name up still get loopback"
+        )
     return Finding(
         "names.loopback",
-        Severity.FAIL,
-        f"{source} resolves {whose} {name} to {loop}: Gloo/torch.distributed would listen "
-        "there and other nodes cannot connect",
+        severity,
+        f"{source} resolves {whose} {name} to {loop}: {harm}",
         nodes=(source,),
         evidence=(f"{source}: getaddrinfo({name}) = {', '.join(addrs)}",),
         fix=Fix(

@@ -34,15 +34,25 @@ def mpi_include(plans: list[NicPlan]) -> str | None:
     names = sorted({i.name for i in chosen})
     if len(names) <= 1:
         return names[0] if names else None
-    subnets = set()
-    for iface in chosen:
+    return subnets(plans) or ",".join(names)
+
+
+def subnets(plans: list[NicPlan]) -> str | None:
+    """The IPv4 subnets of the recommended interfaces, in Open MPI's CIDR notation (None when
+    one has no IPv4 subnet). Unlike a name, it also holds on a head node that is not one of the
+    nodes, where mpirun itself runs."""
+    found = set()
+    for plan in plans:
+        if plan.recommended is None:
+            continue
         ipv4 = next(
-            (a for a in iface.addresses if a.family == AF_INET and a.scope == "global"), None
+            (a for a in plan.recommended.addresses if a.family == AF_INET and a.scope == "global"),
+            None,
         )
         if ipv4 is None:
-            return ",".join(names)
-        subnets.add(str(ipv4.network))
-    return ",".join(sorted(subnets))
+            return None
+        found.add(str(ipv4.network))
+    return ",".join(sorted(found)) or None
 
 
 def virtual_name(name: str) -> bool:

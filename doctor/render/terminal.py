@@ -1,5 +1,5 @@
 """The terminal report: the findings with their fixes (worst first), one line per check that ran,
-one line per reason checks were skipped for, the cross-node tables, and the summary line last."""
+one line for the checks that were skipped, the cross-node tables, and the summary line last."""
 
 from __future__ import annotations
 
@@ -71,17 +71,26 @@ def _verbose_line(o: CheckOutcome) -> Text:
     return line
 
 
-def _skip_line(group: SkipGroup) -> Text:
-    """``16 checks skipped: no NVIDIA GPU on this node``; a reason only one check gave is shown
-    with that check's id. --verbose lists every skipped check on every node."""
+def _skip_line(groups: list[SkipGroup]) -> Text:
+    """Every skipped check on one line, however many reasons: ``25 checks skipped for 11
+    reasons (commonest: no NVIDIA GPU on this node, 7)``; one reason is given whole, and one
+    check with its id. --verbose lists every skipped check on every node."""
     label, style = _STATUS_STYLE[Status.SKIP]
     line = Text("  ")
     line.append(f"{label:<5}", style=style)
-    if len(group.checks) > 1:
-        line.append(f" {len(group.checks)} checks skipped: {group.reason}")
-        line.append("  (--verbose lists them)", style="dim")
+    total = sum(len(g.checks) for g in groups)
+    if total == 1:
+        line.append(f" {groups[0].checks[0][0]:<24} {groups[0].reason}")
+        return line
+    if len(groups) == 1:
+        line.append(f" {total} checks skipped: {groups[0].reason}")
     else:
-        line.append(f" {group.checks[0][0]:<24} {group.reason}")
+        top = groups[0]  # fold_checks puts the commonest reason first
+        line.append(
+            f" {total} checks skipped for {len(groups)} reasons "
+            f"(commonest: {top.reason}, {len(top.checks)})"
+        )
+    line.append("  (--verbose lists them)", style="dim")
     return line
 
 
@@ -92,7 +101,7 @@ def _check_lines(report: Report, detail: Detail) -> list[Text]:
         return [_verbose_line(o) for o in report.outcomes]
     rows, skipped = fold_checks(report.outcomes)
     many_nodes = len(report.cluster.names) > 1
-    return [_check_line(r, many_nodes) for r in rows] + [_skip_line(g) for g in skipped]
+    return [_check_line(r, many_nodes) for r in rows] + ([_skip_line(skipped)] if skipped else [])
 
 
 def render_text(report: Report, console: Console, detail: Detail = "normal") -> None:

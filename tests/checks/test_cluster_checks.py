@@ -13,7 +13,7 @@ from doctor.facts.node import NodeFacts
 from doctor.facts.peers import PeerFacts
 from doctor.facts.system import SystemFacts
 from doctor.inventory import Node
-from doctor.model import Missing, NodeFailure
+from doctor.model import Missing, NodeFailure, Severity
 from doctor.plugin import Skip
 from doctor.runner import run_checks
 from tests import factkit as fk
@@ -83,6 +83,22 @@ def test_names_clean_loopback_unresolvable_inconsistent():
     )
     [f] = list(names_resolve.fn(odd))
     assert f.code == "names.inconsistent" and "n3: 198.18.9.9" in f.evidence
+
+
+def test_names_own_loopback_with_gloo_and_tp_pinned_is_a_warning():
+    own_loop = {**{n: (a,) for n, a in ADDR.items()}, "n2": ("127.0.1.1",)}
+    pins = {"GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"}
+    pinned = cluster(node("n1"), node("n2", resolved=own_loop, env=pins), node("n3"))
+    [f] = list(names_resolve.fn(pinned))
+    assert (f.code, f.severity, f.nodes) == ("names.loopback", Severity.WARN, ("n2",))
+    half = cluster(
+        node("n1"), node("n2", resolved=own_loop, env={"GLOO_SOCKET_IFNAME": "eth0"}), node("n3")
+    )
+    assert [f.severity for f in names_resolve.fn(half)] == [Severity.FAIL]
+    # Another node's name (here the master's) to loopback: pinning does not help connects to it.
+    peer_loop = {**{n: (a,) for n, a in ADDR.items()}, "n1": ("127.0.1.1",)}
+    master = cluster(node("n1"), node("n2", resolved=peer_loop, env=pins), node("n3"))
+    assert [f.severity for f in names_resolve.fn(master)] == [Severity.FAIL]
 
 
 def test_names_master_addr_unresolvable_is_named_as_such():

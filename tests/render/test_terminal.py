@@ -75,18 +75,30 @@ FOLDING = [
 ]
 
 
-def test_skips_fold_by_reason_after_the_findings_and_the_checks_that_ran() -> None:
+def test_skips_fold_to_one_line_after_the_findings_and_the_checks_that_ran() -> None:
     cluster = ClusterFacts(nodes={"a": node("a", shm=64 << 20), "b": node("b")})
     text = text_of(build_report(cluster, FOLDING))
     assert_golden("skips-normal.txt", text)
     lines = text.splitlines()
-    fold = "  skip  3 checks skipped: no NVIDIA GPU on this node  (--verbose lists them)"
+    fold = (
+        "  skip  4 checks skipped for 2 reasons (commonest: no NVIDIA GPU on this node, 3)"
+        "  (--verbose lists them)"
+    )
     assert lines.count(fold) == 1 and not any("test.gpu" in line for line in lines)
-    assert "  skip  test.mesh                no ssh mesh stage in this run" in lines
+    assert sum(line.startswith("  skip") for line in lines) == 1
     # Findings first, then the checks (the failing one first), the summary line last.
     assert lines.index("Findings") < lines.index("Checks") < lines.index(fold)
     assert lines[lines.index("Checks") + 1].startswith("  FAIL  shm.size")
     assert lines[-1] == "1 fail, 0 warn, 2 pass, 4 skip"
+
+
+def test_one_reason_is_given_whole_and_one_check_by_its_id() -> None:
+    cluster = ClusterFacts(nodes={"a": node("a")})
+    gpu_only = text_of(build_report(cluster, [*FOLDING[:3], *SYSTEM_CHECKS])).splitlines()
+    fold = "  skip  3 checks skipped: no NVIDIA GPU on this node  (--verbose lists them)"
+    assert fold in gpu_only
+    mesh_only = text_of(build_report(cluster, [FOLDING[3], *SYSTEM_CHECKS])).splitlines()
+    assert "  skip  test.mesh                no ssh mesh stage in this run" in mesh_only
 
 
 def test_verbose_lists_every_skipped_check() -> None:

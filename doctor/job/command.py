@@ -1,0 +1,219 @@
+"""`doctor run [node options] -- COMMAND`: the preflight of the command's nodes, then the command
+with the recommended environment, then, when it fails, why.
+
+The nodes come from the command when the doctor's own options name none (argv.py). The gate is
+the preflight's pipeline on the connected nodes (pipeline.run_connected); the job goes through
+the same transport: once, here, for a launcher that starts every node itself (forward.py says
+how it passes the environment on), or on every node for torchrun and accelerate launch
+(spread.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from doctor.connect import connect
+from doctor.errors import UsageError
+from doctor.files import write_whole
+from doctor.inventory import Node, local_node
+from doctor.job.argv import PER_NODE, LaunchLine
+from doctor.job.explain import job_explanation
+from doctor.job.forward import forward
+from doctor.job.gate import Verdict, judge
+from doctor.job.show import blocking, say, show_gate
+from doctor.job.spread import JobResult, Launch, run_job
+from doctor.model import Severity
+from doctor.nic.choice import NicPlan
+from doctor.nic.plan import subnets
+from doctor.pipeline import Watcher, run_connected
+from doctor.report import Report
+from doctor.request import Profile, Request, RunSettings, StageSettings, Targets
+from doctor.stages.pairs import Sampling
+from doctor.transport import BatchTransport, Transport
+from doctor.transport.launch import LocalLauncher
+from doctor.transport.launchers import launcher_for
+from doctor.transport.local import LocalTransport
+
+HOLES = ("{node}", "{node_rank}", "{nnodes}", "{master_addr}", "{master_port}")
+QUICK_SIZES = "64K"  # one size: proves the sum and the fix, no sweep
+MPI_VARS = ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include")
+
+
+def targets_for(targets: Targets, line: LaunchLine) -> Targets:
+    """The doctor's own node options when it has any; else the nodes the command names."""
+    own = (targets.hosts, targets.hostfile, targets.slurm, targets.slurm_nodes, targets.partition)
+    if any(own) or targets.local or targets.exec:
+        return targets
+    if line.hosts or line.hostfile:
+        return replace(targets, hosts=line.hosts, hostfile=None if line.hosts else line.hostfile)
+    if line.nodelist:
+        return replace(targets, slurm_nodes=line.nodelist)
+    return targets
+
+
+def stages_for(stages: StageSettings, profile: Profile, line: LaunchLine) -> StageSettings:
+    master = stages.master or line.master_addr
+    # torchrun and accelerate go through the doctor's transport, srun through SLURM: no node
+    # logs in to another by SSH, so the mesh is not what decides their launch.
+    if profile is Profile.quick and line.tool in PER_NODE | {"srun"}:
+        return replace(stages, master=master, mesh=Sampling.off)
+    return replace(stages, master=master)
+
+
+def fill(argv: list[str], values: dict[str, str]) -> list[str]:
+    """{node}, {node_rank}, ... replaced in every word; other braces are left as they are."""
+    out = []
+    for word in argv:
+        for hole in HOLES:
+            word = word.replace(hole, values[hole[1:-1]])
+        out.append(word)
+    return out
+
+
+def env_line(verdict: Verdict, how: str) -> str:
+    """One line: what was set, where, and why."""
+    sets: dict[str, list[str]] = {}
+    for node, env in verdict.env.items():
+        if env:
+            pairs = " ".join(f"{k}={v}" for k, v in env.items())
+            sets.setdefault(pairs, []).append(node)
+    if not sets:
+        return "set nothing: no interface to recommend"
+    where = "; ".join(
+        f"{pairs} on {'every node' if len(sets) == 1 else ','.join(nodes)}"
+        for pairs, nodes in sets.items()
+    )
+    why = "the interface every peer reached" if verdict.proven else "each node's NIC plan"
+    if verdict.fixed:
+        codes = ", ".join(dict.fromkeys(f.code for f in verdict.fixed))
+        why += f"; fixes {codes}"
+    return f"set {where} ({how}): {why}"
+
+
+def _launches(
+    line: LaunchLine, nodes: list[Node], verdict: Verdict, master: str, port: int
+) -> list[Launch]:
+    out = []
+    for rank, node in enumerate(nodes):
+        values = {
+            "node": node.name,
+            "node_rank": str(rank),
+            "nnodes": str(len(nodes)),
+            "master_addr": master,
+            "master_port": str(port),
+        }
+        out.append(Launch(node, fill(list(line.argv), values), verdict.env.get(node.name, {})))
+    return out
+
+
+def _shared(verdict: Verdict, report: Report) -> dict[str, str]:
+    """What one launcher run here can pass to every node: the settings every node shares, with
+    Open MPI's given as subnets (this machine, where mpirun runs, may not be a node)."""
+    envs = [e for e in verdict.env.values() if e]
+    if not envs:
+        return {}
+    shared = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs)}
+    plans = [f.nic for f in report.cluster.nodes.values() if isinstance(f.nic, NicPlan)]
+    cidr = subnets(plans)
+    if cidr:
+        shared.update(dict.fromkeys(MPI_VARS, cidr))
+    return shared
+
+
+def launch(
+    line: LaunchLine,
+    nodes: list[Node],
+    transport: Transport | BatchTransport,
+    verdict: Verdict,
+    report: Report,
+    settings: RunSettings,
+    python: str | None,
+    folder: Path,
+) -> JobResult:
+    if line.spreads:
+        env = _shared(verdict, report)
+        done = forward(line, env, folder)
+        left = sorted({k for e in verdict.env.values() for k in e} - set(env))
+        say(env_line(replace(verdict, env={n: env for n in verdict.env}), done.how))
+        if left:
+            say(f"not set (the interface differs between nodes): {', '.join(left)}")
+        for path, text in done.files.items():
+            write_whole(path, text)
+        say(f"running: {shlex.join(done.argv)}")
+        report.sections["run"].update(ran=done.argv, passed=env, passed_by=done.how)
+        here = Launch(local_node(), done.argv, done.env)  # the launcher runs on this machine
+        return run_job(
+            [here],
+            LocalLauncher(),
+            sys.executable,
+            folder,
+            grace=settings.grace,
+            timeout=settings.time_limit,
+        )
+    master = report.cluster.master_addr or nodes[0].name
+    port = line.master_port or 29500
+    say(env_line(verdict, "in each node's environment"))
+    say(f"running on {len(nodes)} node(s): {shlex.join(line.argv)}")
+    remote = not isinstance(transport, LocalTransport)
+    return run_job(
+        _launches(line, nodes, verdict, master, port),
+        launcher_for(transport),
+        python or ("python3" if remote else sys.executable),
+        folder,
+        grace=settings.grace,
+        timeout=settings.time_limit,
+    )
+
+
+def run_command(
+    argv: list[str],
+    line: LaunchLine,
+    request: Request,
+    settings: RunSettings,
+    threshold: Severity,
+    watcher: Watcher,
+) -> tuple[Report, Verdict, JobResult | None]:
+    """Gate, then (if it passes, or with --force) the job. The report carries both."""
+    if not argv:
+        raise UsageError("run: give the launch command after --, e.g. doctor run -- torchrun ...")
+    started = time.monotonic()
+    with connect(request.targets) as (nodes, transport):
+        report = run_connected(request, nodes, transport, watcher)
+        verdict = judge(report, request.checks, threshold)
+        report.sections["run"] = {"command": argv, "launcher": line.tool or None}
+        report.sections["run"]["gate_seconds"] = round(time.monotonic() - started, 3)
+        if not verdict.passed and not settings.force:
+            report.sections["run"]["launched"] = False
+            return report, verdict, None
+        if verdict.passed:
+            show_gate(report, verdict)
+        else:
+            say(f"--force: launching past {blocking(verdict)}")
+        folder = settings.logs or Path(tempfile.mkdtemp(prefix="doctor-run-"))
+        result = launch(
+            line, nodes, transport, verdict, report, settings, request.targets.python, folder
+        )
+    report.sections["run"].update(job_section(result, verdict, folder))
+    return report, verdict, result
+
+
+def job_section(result: JobResult, verdict: Verdict, folder: Path) -> dict[str, Any]:
+    explanation = job_explanation(result) if result.exit_code() else None
+    return {
+        "launched": True,
+        "env": verdict.env,
+        "fixed": sorted({f.code for f in verdict.fixed}),
+        "logs": str(folder),
+        "seconds": round(result.seconds, 3),
+        "exit_code": result.exit_code(),
+        "interrupted": result.interrupted,
+        "timed_out": result.timed_out,
+        "nodes": {r.name: {"exit_code": r.code, "error": r.error or None} for r in result.runs},
+        "explanation": explanation,
+    }

@@ -1,0 +1,64 @@
+"""Why the job failed: every node's whole output through `doctor explain`'s engine.
+
+Each node's log is read on its own, so every known failure is named with the nodes whose
+output shows it, the node that failed first leading. A failure no signature knows is still
+named: the last line of the Python traceback the node printed (``ValueError: ...``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from doctor.explain.engine import findings
+from doctor.explain.scan import explain
+from doctor.job.spread import JobResult, NodeRun
+from doctor.jsonable import jsonable
+
+# A Python traceback's head, and its last line: the exception's name and message. Launcher
+# prefixes ([rank1]:, [node2]) are allowed in front of both.
+_PREFIX = rb"^(?:\[[^\]]*\]:?\s*)*"
+_TRACEBACK = re.compile(_PREFIX + rb"Traceback \(most recent call last\):")
+_RAISED = re.compile(
+    _PREFIX + rb"((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s?(.*))?$"
+)
+MAX_ERROR = 300
+
+
+def raised(run: NodeRun) -> str | None:
+    """The exception that ended the node's first traceback (the program's own error comes
+    before the launcher's report of it), if any."""
+    try:
+        data = run.log.read_bytes()
+    except OSError:
+        return None
+    in_traceback = False
+    for line in data.splitlines():
+        line = line.rstrip()
+        if _TRACEBACK.match(line):
+            in_traceback = True
+        elif in_traceback and (match := _RAISED.match(line)):
+            return match.group(0)[match.start(1) :].decode("utf-8", "replace")[:MAX_ERROR]
+    return None
+
+
+def job_explanation(result: JobResult) -> dict[str, Any]:
+    """The failed nodes (first failure first) and the known failures in their output."""
+    failed = result.failed() or [r for r in result.runs if r.code]
+    by_code: dict[str, dict[str, Any]] = {}
+    for run in result.runs:
+        if not run.log.is_file():
+            continue
+        for finding in findings(explain([str(run.log)])):
+            entry = by_code.setdefault(finding.code, {**jsonable(finding), "nodes": []})
+            entry["nodes"].append(run.name)
+    order = {r.name: i for i, r in enumerate(failed)}
+    known = sorted(
+        by_code.values(), key=lambda e: min(order.get(n, len(order)) for n in e["nodes"])
+    )
+    return {
+        "failed": [
+            {"node": r.name, "exit_code": r.code, "error": r.error or raised(r)} for r in failed
+        ],
+        "findings": known,
+    }

@@ -1,0 +1,85 @@
+"""The job runner on this machine (every "node" local): prefixes, whole logs, the grace after a
+failure, the time limit, and the keeper ending what the command left running."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from doctor.inventory import local_node
+from doctor.job.explain import job_explanation
+from doctor.job.spread import Launch, run_job
+from doctor.transport.launch import LocalLauncher
+
+
+def node(name: str):  # type: ignore[no-untyped-def]
+    return dataclasses.replace(local_node(), name=name)
+
+
+def alive(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+def test_output_prefixed_logs_whole_and_env_set(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    launches = [
+        Launch(node("a"), ["sh", "-c", 'echo "a says $X"; echo oops >&2'], {"X": "1"}),
+        Launch(node("b"), ["sh", "-c", "printf 'no newline'"]),
+    ]
+    result = run_job(launches, LocalLauncher(), sys.executable, tmp_path)
+    out, err = capfd.readouterr()
+    assert result.exit_code() == 0
+    assert "[a] a says 1\n" in out and "[b] no newline\n" in out and "[a] oops\n" in err
+    # stdout and stderr are two streams: their order in the log is the order they arrived
+    assert sorted((tmp_path / "a.log").read_text().splitlines()) == ["a says 1", "oops"]
+
+
+def test_a_failing_node_ends_the_others_after_the_grace(tmp_path: Path) -> None:
+    launches = [
+        Launch(node("bad"), ["sh", "-c", "echo 'ValueError: no' >&2; exit 3"]),
+        Launch(node("slow"), ["sleep", "60"]),
+    ]
+    began = time.monotonic()
+    result = run_job(launches, LocalLauncher(), sys.executable, tmp_path, grace=1)
+    assert time.monotonic() - began < 40  # the sleeps are 60 s: ended, not waited for
+    assert result.exit_code() == 3  # the failed node's, not the one the doctor ended
+    assert result.stopped == ["slow"] and [r.name for r in result.failed()] == ["bad"]
+    explained = job_explanation(result)
+    assert explained["failed"][0]["node"] == "bad"
+
+
+def test_a_command_that_cannot_start_is_named(tmp_path: Path) -> None:
+    result = run_job(
+        [Launch(node("a"), ["/nonexistent/prog"])], LocalLauncher(), sys.executable, tmp_path
+    )
+    assert result.exit_code() == 127
+    assert "cannot run /nonexistent/prog" in (tmp_path / "a.log").read_text()
+
+
+def test_the_time_limit_ends_everything_including_what_left_the_session(tmp_path: Path) -> None:
+    # A grandchild in a session of its own (as torchrun starts its workers), writing its pid.
+    pidfile = tmp_path / "escaped.pid"
+    script = (
+        "import os,subprocess,sys,time;"
+        "p=subprocess.Popen(['sleep','60'],start_new_session=True);"
+        f"open({str(pidfile)!r},'w').write(str(p.pid));time.sleep(60)"
+    )
+    launches = [Launch(node("a"), [sys.executable, "-c", script])]
+    began = time.monotonic()
+    result = run_job(launches, LocalLauncher(), sys.executable, tmp_path / "logs", timeout=2)
+    assert time.monotonic() - began < 40  # the sleeps are 60 s: ended, not waited for
+    assert result.timed_out and result.exit_code() == 124
+    escaped = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while alive(escaped) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(escaped), "the keeper must end a process that left the command's session"
