@@ -1,0 +1,145 @@
+"""A written AMD node for the probe to read: amdgpu sysfs, the KFD topology, ROCm's version file.
+
+WRITTEN, NOT CAPTURED (no AMD GPU here). The layout and every file's format come from the Linux
+kernel's amdgpu/amdkfd sources and docs (drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c for
+``ras/*_err_count`` and ``gpu_vram_bad_pages``; amdgpu_pm.c / the amdgpu sysfs docs for the
+card attributes; amdkfd/kfd_topology.c and kfd_crat.h for ``topology/nodes/N/properties`` and
+``io_links/M/properties``, type 2 = PCIe, 11 = XGMI, weight 20 and 15 per XGMI hop), from
+RCCL's src/init.cc and src/transport/net_ib.cc (develop, 2024-10) for the host files it reads,
+and ROCm's install docs for ``/opt/rocm/.info/version``. Values (bus numbers, serials, versions)
+are invented to be plausible for an 8-GPU MI300X node: two sockets, the GPUs in one XGMI hive.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BUSES = (0x05, 0x15, 0x25, 0x35, 0x85, 0x95, 0xA5, 0xB5)
+
+
+@dataclass
+class AmdNode:
+    gpus: int = 8
+    rocm: str = "6.2.1-112"
+    amdgpu: str = "6.8.5"
+    missing_xgmi: tuple[tuple[int, int], ...] = ()  # GPU pairs whose XGMI link is down
+    narrow: dict[int, int] = field(default_factory=dict)  # GPU index → current link width
+    ras_ue: dict[int, int] = field(default_factory=dict)  # GPU index → umc uncorrectable count
+    pending_pages: dict[int, int] = field(default_factory=dict)  # GPU index → pending pages
+    numa_balancing: str = "0"
+    cmdline: str = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro amd_iommu=on iommu=pt"
+    peer_memory: bool = True
+    processes: dict[int, tuple[str, int]] = field(default_factory=dict)  # pid → (comm, GPU)
+
+
+def bdf(index: int) -> str:
+    return f"0000:{BUSES[index]:02x}:00.0"
+
+
+def _write(root: Path, path: str, text: str) -> None:
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def _props(**values: object) -> str:
+    return "".join(f"{k} {v}\n" for k, v in values.items())
+
+
+def write_amd_node(root: Path, node: AmdNode) -> None:
+    """Lay the node's files under ``root`` (the probe's spec "root")."""
+    _write(root, "/sys/module/amdgpu/version", node.amdgpu + "\n")
+    _write(root, "/opt/rocm/.info/version", node.rocm + "\n")
+    (root / "opt" / f"rocm-{node.rocm.split('-')[0]}").mkdir(parents=True, exist_ok=True)
+    _write(root, "/proc/sys/kernel/numa_balancing", node.numa_balancing + "\n")
+    _write(root, "/proc/cmdline", node.cmdline + "\n")
+    _write(root, "/sys/devices/virtual/dmi/id/bios_version", "1.8\n")
+    if node.peer_memory:
+        _write(root, "/sys/kernel/mm/memory_peers/amdkfd/version", "1.0\n")
+    _write(root, "/proc/kallsyms", "0000000000000000 T amdgpu_driver_load_kms\n")
+    # The BMC's display controller is card0 (ASPEED, not AMD's): it must not count as a GPU.
+    _write(root, "/sys/class/drm/card0/device/vendor", "0x1a03\n")
+    (root / "sys/class/drm/card0-VGA-1").mkdir(parents=True, exist_ok=True)
+    kfd = "/sys/class/kfd/kfd/topology/nodes"
+    for cpu in (0, 1):
+        _write(root, f"{kfd}/{cpu}/properties", _props(cpu_cores_count=96, simd_count=0))
+        _write(root, f"{kfd}/{cpu}/gpu_id", "0\n")
+    for i in range(node.gpus):
+        card = f"/sys/class/drm/card{i + 1}"
+        pci = root / "sys/devices/pci0000:00" / bdf(i)
+        pci.mkdir(parents=True, exist_ok=True)
+        (root / card.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        os.symlink(
+            os.path.relpath(pci, root / card.lstrip("/")), root / card.lstrip("/") / "device"
+        )
+        dev = card + "/device"
+        width = node.narrow.get(i, 16)
+        attrs = {
+            "vendor": "0x1002",
+            "device": "0x74a1",
+            "numa_node": "0" if i < 4 else "1",
+            "current_link_width": str(width),
+            "max_link_width": "16",
+            "current_link_speed": "32.0 GT/s PCIe",
+            "max_link_speed": "32.0 GT/s PCIe",
+            "unique_id": f"{0x5A1F00 + i:016x}",
+            "serial_number": f"PX{i:014d}",
+            "product_name": "AMD Instinct MI300X",
+            "vbios_version": "113-M3000100-102",
+            "mem_info_vram_total": str(192 << 30),
+            "ras/features": "feature mask: 0x3fff\n",
+            "ras/umc_err_count": f"ue: {node.ras_ue.get(i, 0)}\nce: 0\n",
+            "ras/gfx_err_count": "ue: 0\nce: 0\n",
+            "ras/xgmi_wafl_err_count": "ue: 0\nce: 2\n",
+            "ras/gpu_vram_bad_pages": "".join(
+                f"0x{0x1000 + n:08x} : 0x00001000 : P\n"
+                for n in range(node.pending_pages.get(i, 0))
+            ),
+        }
+        for name, text in attrs.items():
+            _write(root, f"{dev}/{name}", text if text.endswith("\n") else text + "\n")
+        number, gpu_id = i + 2, 1000 + i
+        _write(root, f"{kfd}/{number}/gpu_id", f"{gpu_id}\n")
+        _write(root, f"{kfd}/{number}/name", "gfx942\n")
+        props = _props(
+            cpu_cores_count=0,
+            simd_count=1216,
+            vendor_id=4098,
+            device_id=29857,
+            location_id=BUSES[i] << 8,
+            domain=0,
+            drm_render_minor=128 + i,
+            unique_id=0x5A1F00 + i,
+        )
+        _write(root, f"{kfd}/{number}/properties", props)
+        links = [(0 if i < 4 else 1, 2, 20)]
+        for j in range(node.gpus):
+            if j != i and tuple(sorted((i, j))) not in node.missing_xgmi:
+                links.append((j + 2, 11, 15))
+        for m, (to, kind, weight) in enumerate(links):
+            _write(
+                root,
+                f"{kfd}/{number}/io_links/{m}/properties",
+                _props(
+                    type=kind,
+                    version_major=0,
+                    version_minor=0,
+                    node_from=number,
+                    node_to=to,
+                    weight=weight,
+                    min_latency=0,
+                    max_latency=0,
+                    min_bandwidth=0,
+                    max_bandwidth=0,
+                    recommended_transfer_size=0,
+                    flags=1,
+                ),
+            )
+    (root / "sys/class/kfd/kfd/proc").mkdir(parents=True, exist_ok=True)
+    for pid, (comm, gpu) in node.processes.items():
+        for i in range(node.gpus):
+            used = 8 << 30 if i == gpu else 0
+            _write(root, f"/sys/class/kfd/kfd/proc/{pid}/vram_{1000 + i}", f"{used}\n")
+        _write(root, f"/proc/{pid}/comm", comm + "\n")
