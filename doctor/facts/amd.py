@@ -322,11 +322,12 @@ def _first_text(cap: Capture, paths: list[str]) -> str | Missing:
     return Missing("; ".join(reasons) or "not looked for", "absent")
 
 
-def _rocm_paths(cap: Capture) -> list[str]:
+def rocm_roots(cap: Capture) -> list[str]:
+    """Where ROCm is installed: the node's $ROCM_PATH, then /opt/rocm (ROCm's install docs)."""
     env = cap.value("env")
     rocm = env.get("ROCM_PATH") if isinstance(env, dict) else None
-    folders = [rocm.rstrip("/")] if isinstance(rocm, str) and rocm.strip("/") else []
-    return [f"{f}/.info/version" for f in [*folders, "/opt/rocm"]]
+    roots = [rocm.rstrip("/")] if isinstance(rocm, str) and rocm.strip("/") else []
+    return list(dict.fromkeys([*roots, "/opt/rocm"]))
 
 
 def _lines(value: object) -> list[str] | None:
@@ -364,7 +365,7 @@ def parse_amd(cap: Capture) -> AmdFacts | Missing:
         links=kfd_links(cap, nodes),
         processes=_processes(cap, by_gpu_id),
         amdgpu_version=_first_text(cap, ["/sys/module/amdgpu/version"]),
-        rocm_version=_first_text(cap, _rocm_paths(cap)),
+        rocm_version=_first_text(cap, [f"{r}/.info/version" for r in rocm_roots(cap)]),
         rocm_installs=installs,
         numa_balancing=None if numa is None else numa != "0",
         cmdline=_text(cap.file("/proc/cmdline")),

@@ -1,4 +1,4 @@
-"""AMD GPUs: the real probe reads a written amdgpu/KFD sysfs tree (tests/facts/amdtree.py), and
+"""AMD GPUs: the real probe reads a written amdgpu/KFD sysfs tree (tests/amdtree.py), and
 its amdsmi child runs against a stand-in amdsmi module (a MOCK: no AMD GPU and no
 libamd_smi.so here) whose answers have the shapes of amdsmi's py-interface (ROCm 6.2,
 amdsmi_interface.py): dicts for ECC counts, lists of dicts for bad pages and processes,
@@ -11,13 +11,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from amdtree import AmdNode, bdf, write_amd_node
-
 from doctor.capture import Capture
 from doctor.facts.amd import AmdFacts, bad_page_flags, parse_amd, pcie_gen, properties
 from doctor.facts.gpus import GpuFacts
 from doctor.facts.node import NodeFacts, parse_node
 from doctor.model import Missing
+from tests.amdtree import AmdNode, bdf, write_amd_node
 from tests.conftest import run_probe
 
 FAKE_AMDSMI = '''

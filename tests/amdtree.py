@@ -13,6 +13,7 @@ are invented to be plausible for an 8-GPU MI300X node: two sockets, the GPUs in 
 from __future__ import annotations
 
 import os
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class AmdNode:
     cmdline: str = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro amd_iommu=on iommu=pt"
     peer_memory: bool = True
     processes: dict[int, tuple[str, int]] = field(default_factory=dict)  # pid → (comm, GPU)
+    hca: bool = False  # one RoCE HCA port (mlx5_0), its GIDs as the kernel lists them
+    dmabuf_config: bool = False  # /boot/config-<release> sets RCCL's two DMA-BUF options
 
 
 def bdf(index: int) -> str:
@@ -137,9 +140,38 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
                     flags=1,
                 ),
             )
+    if node.hca:
+        _write_hca(root)
+    if node.dmabuf_config:
+        config = "CONFIG_DMABUF_MOVE_NOTIFY=y\nCONFIG_PCI_P2PDMA=y\n"
+        _write(root, f"/boot/config-{platform.release()}", config)
     (root / "sys/class/kfd/kfd/proc").mkdir(parents=True, exist_ok=True)
     for pid, (comm, gpu) in node.processes.items():
         for i in range(node.gpus):
             used = 8 << 30 if i == gpu else 0
             _write(root, f"/sys/class/kfd/kfd/proc/{pid}/vram_{1000 + i}", f"{used}\n")
         _write(root, f"/proc/{pid}/comm", comm + "\n")
+
+
+def _write_hca(root: Path) -> None:
+    """mlx5_0 port 1, RoCE on ens1np0 with 10.0.0.1: the four GIDs the kernel adds (RoCE v1 and
+    v2 for the link-local address, then for the IPv4-mapped one; ib_core's gid_attrs/types)."""
+    port = "/sys/class/infiniband/mlx5_0/ports/1"
+    for name, text in {
+        "state": "4: ACTIVE",
+        "phys_state": "5: LinkUp",
+        "rate": "400 Gb/sec (4X NDR)",
+        "link_layer": "Ethernet",
+    }.items():
+        _write(root, f"{port}/{name}", text + "\n")
+    gids = (
+        ("fe80:0000:0000:0000:0a0b:0cff:fe0d:0e0f", "IB/RoCE v1"),
+        ("fe80:0000:0000:0000:0a0b:0cff:fe0d:0e0f", "RoCE v2"),
+        ("0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1"),
+        ("0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2"),
+    )
+    for index, (gid, kind) in enumerate(gids):
+        _write(root, f"{port}/gids/{index}", gid + "\n")
+        _write(root, f"{port}/gid_attrs/types/{index}", kind + "\n")
+        _write(root, f"{port}/gid_attrs/ndevs/{index}", "ens1np0\n")
+    _write(root, "/sys/class/infiniband/mlx5_0/node_type", "1: CA\n")
