@@ -152,6 +152,15 @@ class Probe(object):
             self.links[path] = entry
         return entry.get("target")
 
+    def realpath(self, path):
+        """Record where a sysfs path really leads (its device's place in the PCI tree)."""
+
+        def resolve():
+            real = os.path.realpath(self.root + path)
+            return real[len(self.root) :] if self.root and real.startswith(self.root) else real
+
+        return self.value("realpath:" + path, resolve)
+
     def value(self, name, fn):
         """Record the result of an in-process call, or the error it raised."""
         try:
@@ -296,10 +305,11 @@ def collect_pci(p):
         p.readlink(path + "/driver")
         # The resolved path (…/pci0000:00/0000:00:01.0/0000:01:00.0) gives the bridge chain
         # that GPU-NIC distances are computed from, the way NCCL's topology code does.
-        real = p.value("realpath:" + path, lambda d=path: os.path.realpath(d))
+        real = p.realpath(path)
         klass = p.read(path + "/class") or ""
-        nvidia = (p.read(path + "/vendor") or "").strip() == NVIDIA_VENDOR
-        if isinstance(real, str) and (klass.startswith("0x02") or (nvidia and klass[:4] == "0x03")):
+        vendor = (p.read(path + "/vendor") or "").strip()
+        gpu = klass[:4] in ("0x03", "0x12") and vendor in (NVIDIA_VENDOR, AMD_VENDOR)
+        if isinstance(real, str) and (klass.startswith("0x02") or gpu):
             above.update(real.split("/")[:-1])
     for dev in devices:
         path = root + "/" + dev
@@ -308,7 +318,7 @@ def collect_pci(p):
             # first 256 bytes, which only root may read): redirected peer-to-peer traffic
             # between GPUs and NICs below it goes round the root complex. Only these bridges:
             # a large server has a hundred, 8 KiB of capture each.
-            p.value("pci-config:" + path, lambda d=path: _config_hex(d))
+            p.value("pci-config:" + path, lambda d=path: _config_hex(p.root + d))
 
 
 # -- topo: NIC placement, nvidia-smi's matrix, raw NVML answers -----------------------------
@@ -425,11 +435,11 @@ def collect_topo(p):
     for iface in p.listdir("/sys/class/net") or []:
         device = "/sys/class/net/%s/device" % iface
         # Software devices have no "device" link; realpath() would invent a path for them.
-        if os.path.exists(device):
-            p.value("realpath:" + device, lambda d=device: os.path.realpath(d))
+        if os.path.exists(p.root + device):
+            p.realpath(device)
     for hca in p.listdir("/sys/class/infiniband") or []:
         base = "/sys/class/infiniband/" + hca
-        p.value("realpath:" + base + "/device", lambda d=base + "/device": os.path.realpath(d))
+        p.realpath(base + "/device")
         p.listdir(base + "/device/net")
         for port in p.listdir(base + "/ports") or []:
             for attr in ("state", "link_layer", "rate"):

@@ -41,6 +41,29 @@ def bdf(index: int) -> str:
     return f"0000:{BUSES[index]:02x}:00.0"
 
 
+def _pci_device(root: Path, index: int, vendor: str, device: str, klass: str, driver: str) -> Path:
+    """A PCI function behind its own switch (root port, upstream, downstream port), linked from
+    /sys/bus/pci/devices like the kernel does; index 8 is the NIC, on GPU0's switch."""
+    bus = BUSES[index] if index < len(BUSES) else BUSES[0] + 1
+    home = BUSES[min(index, len(BUSES) - 1) if index < len(BUSES) else 0]
+    rc = "00" if home < 0x80 else "80"
+    port = f"0000:{rc}:{home % 0x80 // 0x10 + 1:02x}.1"
+    down = f"0000:{home - 1:02x}:{0 if index < len(BUSES) else 1:02x}.0"
+    chain = [f"pci0000:{rc}", port, f"0000:{home - 2:02x}:00.0", down, f"0000:{bus:02x}:00.0"]
+    folder = root / "sys/devices" / "/".join(chain)
+    folder.mkdir(parents=True, exist_ok=True)
+    numa = "0" if rc == "00" else "1"
+    attrs = {"vendor": vendor, "device": device, "class": klass, "numa_node": numa}
+    attrs["local_cpulist"] = "0-95" if numa == "0" else "96-191"
+    for name, text in attrs.items():
+        (folder / name).write_text(text + "\n")
+    (folder / "driver").symlink_to(f"../../../../../../bus/pci/drivers/{driver}")
+    listing = root / "sys/bus/pci/devices"
+    listing.mkdir(parents=True, exist_ok=True)
+    (listing / chain[-1]).symlink_to(os.path.relpath(folder, listing))
+    return folder
+
+
 def _write(root: Path, path: str, text: str) -> None:
     target = root / path.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -71,18 +94,13 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
         _write(root, f"{kfd}/{cpu}/gpu_id", "0\n")
     for i in range(node.gpus):
         card = f"/sys/class/drm/card{i + 1}"
-        pci = root / "sys/devices/pci0000:00" / bdf(i)
-        pci.mkdir(parents=True, exist_ok=True)
-        (root / card.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        os.symlink(
-            os.path.relpath(pci, root / card.lstrip("/")), root / card.lstrip("/") / "device"
-        )
+        pci = _pci_device(root, i, "0x1002", "0x74a1", "0x120000", "amdgpu")
+        folder = root / card.lstrip("/")
+        folder.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(pci, folder), folder / "device")
         dev = card + "/device"
         width = node.narrow.get(i, 16)
         attrs = {
-            "vendor": "0x1002",
-            "device": "0x74a1",
-            "numa_node": "0" if i < 4 else "1",
             "current_link_width": str(width),
             "max_link_width": "16",
             "current_link_speed": "32.0 GT/s PCIe",
@@ -156,6 +174,11 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
 def _write_hca(root: Path) -> None:
     """mlx5_0 port 1, RoCE on ens1np0 with 10.0.0.1: the four GIDs the kernel adds (RoCE v1 and
     v2 for the link-local address, then for the IPv4-mapped one; ib_core's gid_attrs/types)."""
+    pci = _pci_device(root, len(BUSES), "0x15b3", "0x1021", "0x020000", "mlx5_core")
+    hca = root / "sys/class/infiniband/mlx5_0"
+    hca.mkdir(parents=True, exist_ok=True)
+    (hca / "device").symlink_to(os.path.relpath(pci, hca))
+    (pci / "net/ens1np0").mkdir(parents=True)
     port = "/sys/class/infiniband/mlx5_0/ports/1"
     for name, text in {
         "state": "4: ACTIVE",
