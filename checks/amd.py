@@ -195,7 +195,7 @@ def gdr(facts: NodeFacts) -> Iterator[Finding]:
     rdma = need(facts.rdma, "RDMA")
     if not rdma.hcas:
         raise Skip("no RDMA device")
-    if amd.peer_memory is not None or _dmabuf(facts, amd):
+    if need(amd.peer_memory, "amdkfd peer memory") is not None or _dmabuf(facts, amd):
         return
     config = amd.dmabuf_kernel
     yield Finding(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from doctor.capture import Capture
 from doctor.facts.amd_smi import AmdSmi, parse_amd_smi
+from doctor.facts.amd_text import TextFacts, parse_text
 from doctor.model import Missing
 
 DRM = "/sys/class/drm"
@@ -108,7 +109,8 @@ class AmdFacts:
     numa_balancing: bool | None
     cmdline: str | None
     hyperv: bool  # RCCL does not ask for iommu=pt under Hyper-V
-    peer_memory: str | None  # where RCCL finds amdkfd peer memory, None where it does not
+    # Where RCCL finds amdkfd peer memory; None where it does not, Missing where not looked at.
+    peer_memory: str | Missing | None
     dmabuf_kernel: tuple[str, ...] | Missing  # DMABUF_CONFIG options set =y in the kernel
     smi: AmdSmi | Missing  # the amdsmi bindings' answers, where they could be loaded
 
@@ -349,6 +351,9 @@ def parse_amd(cap: Capture) -> AmdFacts | Missing:
         if (bus := node_bus_id(props)) is not None
     }
     if not devices and not kfd:
+        text = parse_text(cap)
+        if text is not None and text.gpus:
+            return _from_text(text)
         return Missing("no AMD GPU: no amdgpu card in /sys/class/drm and no KFD GPU node", "absent")
     gpus = [g for card, dev in devices if (g := _gpu(cap, card, dev, kfd)) is not None]
     gpus.sort(key=lambda g: g.bus_id)
@@ -387,3 +392,55 @@ def _dmabuf(cap: Capture) -> tuple[str, ...] | Missing:
     if lines is None:
         return value if isinstance(value, Missing) else Missing("unreadable", "failed")
     return tuple(sorted({ln.split("=")[0].strip() for ln in lines if ln.strip().endswith("=y")}))
+
+
+def _from_text(text: TextFacts) -> AmdFacts:
+    """The facts pasted tool outputs give: GPUs, links, versions; the host was not looked at."""
+    names = {i: g.bus_id or f"GPU{i}" for i, g in text.gpus.items()}
+    gpus = []
+    for index in sorted(text.gpus):
+        g = text.gpus[index]
+        ecc = g.ecc_uncorrectable, g.ecc_correctable
+        gpus.append(
+            AmdGpu(
+                card=f"GPU{index}",
+                bus_id=names[index],
+                device_id=g.device_id,
+                product=g.name,
+                numa_node=g.numa,
+                link_width=None,
+                link_width_max=g.width_max,
+                link_gen=None,
+                link_gen_max=g.gen_max,
+                unique_id=g.uuid,
+                serial=None,
+                vbios=None,
+                vram_total=None,
+                ras=None if ecc == (None, None) else (RasCount("total", ecc[0] or 0, ecc[1] or 0),),
+                bad_pages=None,
+                bad_pages_pending=None,
+                bad_pages_failed=None,
+                kfd_node=None,
+                gpu_id=None,
+            )
+        )
+    links = tuple(
+        KfdLink(names[a], names[b], link.type, link.weight, link.hops, True)
+        for (a, b), link in sorted(text.links.items())
+        if a in names and b in names
+    )
+    unseen = Missing(f"not in the pasted output ({', '.join(text.sources)})", "unsupported")
+    return AmdFacts(
+        gpus=tuple(gpus),
+        links=links,
+        processes=unseen,
+        amdgpu_version=text.amdgpu_version or unseen,
+        rocm_version=text.rocm_version or unseen,
+        rocm_installs=(),
+        numa_balancing=None,
+        cmdline=None,
+        hyperv=False,
+        peer_memory=unseen,
+        dmabuf_kernel=unseen,
+        smi=unseen,
+    )
