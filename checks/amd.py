@@ -33,6 +33,35 @@ def _gpu_name(amd: AmdFacts, bus: str) -> str:
 
 
 @node_check(
+    "amd.driver",
+    "The amdgpu driver is bound to every AMD GPU on the PCI bus",
+    needs=("pci",),
+    codes={"amd.driver.missing": "AMD GPUs are on the PCI bus but amdgpu is not bound to them"},
+)
+def driver(facts: NodeFacts) -> Iterator[Finding]:
+    gpus = [d for d in need(facts.pci, "PCI devices") if d.is_amd_gpu]
+    if not gpus:
+        raise Skip("no AMD GPU on the PCI bus")
+    unbound = [d for d in gpus if d.driver != "amdgpu"]
+    if unbound:
+        yield Finding(
+            "amd.driver.missing",
+            Severity.FAIL,
+            f"{len(unbound)} of {len(gpus)} AMD GPU(s) have no amdgpu driver: ROCm and RCCL "
+            "do not see them",
+            evidence=tuple(f"{d.address}: driver {d.driver or 'none'}" for d in unbound),
+            fix=Fix(
+                "Install the amdgpu-dkms driver matching the ROCm release and load it (dmesg "
+                "says why it did not load); in a container, pass /dev/kfd and /dev/dri in.",
+                (
+                    "sudo modprobe amdgpu && sudo dmesg | grep -i amdgpu | tail",
+                    "docker run --device=/dev/kfd --device=/dev/dri --group-add video ...",
+                ),
+            ),
+        )
+
+
+@node_check(
     "amd.xgmi",
     "Every pair of AMD GPUs in an XGMI hive is joined by XGMI",
     needs=("amd",),
@@ -276,4 +305,4 @@ drift = rules_check(
     "versions.amd", "Every AMD node runs the same ROCm, amdgpu driver and GPU firmware", DRIFT
 )
 
-CHECKS = [xgmi, bad_pages, host, gdr, drift]
+CHECKS = [driver, xgmi, bad_pages, host, gdr, drift]

@@ -134,3 +134,18 @@ def test_a_mixed_nvidia_and_amd_cluster_is_reported_not_crashed() -> None:
     nvidia = fk.node("h100-1", pci=[fk.gpu()], driver=fk.driver())
     results = run_checks(load_checks(), fk.cluster(nvidia, _facts(HEALTHY)))
     assert results and all(r.status is not Status.CRASH for r in results)
+
+
+def test_amd_gpus_without_amdgpu_fail_and_bound_ones_pass() -> None:
+    from checks.amd import driver
+    from doctor.facts.pci import PciDevice
+
+    def mi300x(address: str, bound: str | None) -> PciDevice:
+        return PciDevice(address, 0x1002, 0x74A1, 0x120000, bound, 0, "0-95", (address,))
+
+    bad = fk.node(pci=[mi300x("0000:05:00.0", "amdgpu"), mi300x("0000:15:00.0", None)])
+    (finding,) = _findings([driver], fk.cluster(bad)).values()
+    assert finding.code == "amd.driver.missing"
+    assert finding.evidence == ("0000:15:00.0: driver none",)
+    (ok,) = run_checks([driver], fk.cluster(_facts(HEALTHY)))
+    assert ok.status is Status.PASS
