@@ -352,8 +352,8 @@ def parse_amd(cap: Capture) -> AmdFacts | Missing:
     }
     if not devices and not kfd:
         text = parse_text(cap)
-        if text is not None and text.gpus:
-            return _from_text(text)
+        if text is not None and (text.gpus or text.rocm_version or text.amdgpu_version):
+            return _from_text(text)  # `amd-smi version` alone: versions, no GPU list
         return Missing("no AMD GPU: no amdgpu card in /sys/class/drm and no KFD GPU node", "absent")
     gpus = [g for card, dev in devices if (g := _gpu(cap, card, dev, kfd)) is not None]
     gpus.sort(key=lambda g: g.bus_id)

@@ -153,7 +153,9 @@ def read_rocm_smi(text: str, out: TextFacts) -> None:
                 concise_header = True
             elif concise_header and words and words[0].isdigit():
                 gpu = out.gpu(int(words[0]))
-                device = next((w.rstrip(",") for w in words if w.startswith("0x")), None)
+                device = next(
+                    (w.strip("[],") for w in words if w.strip("[").startswith("0x")), None
+                )
                 gpu.device_id = gpu.device_id or device
 
 
@@ -161,7 +163,7 @@ def _rocm_smi_value(gpu: TextGpu, name: str, value: str) -> None:
     key = name.strip().lower()
     if key == "pci bus" and BDF.search(value):
         gpu.bus_id = bus_id(BDF.search(value).group(1))  # type: ignore[union-attr]
-    elif key in ("card series", "card model", "market name") and value and not gpu.name:
+    elif key in ("device name", "card series", "market name") and value and not gpu.name:
         gpu.name = value
     elif key in ("(topology) numa node", "numa node"):
         gpu.numa = _int(value)

@@ -26,7 +26,11 @@ AMD_KINDS = [
     ),
     Kind(
         "amd-smi",
-        matcher(r"\s*\|?\s*AMD-SMI\s+\d", r"\s*AMD System Management Interface \| Version"),
+        matcher(
+            r"\s*\|?\s*AMD-SMI\s+\d",
+            r"\s*AMD System Management Interface \| Version",
+            r"\s*AMDSMI Tool:",  # `amd-smi version`
+        ),
         _slot(AMD_SMI, ["amd-smi"]),
     ),
     Kind("amd-smi list/static", matcher(r"GPU: \d+\s*$"), _slot(AMD_SMI_TREE, ["amd-smi"])),
@@ -43,7 +47,7 @@ AMD_KINDS = [
 ]
 DESCRIPTIONS = {
     "rocm-smi": "rocm-smi's concise table, --showtopo matrices and GPU[N] lines: AMD GPUs, XGMI",
-    "amd-smi": "amd-smi's default table: AMD GPUs by bus id, amdgpu and ROCm versions",
+    "amd-smi": "amd-smi's default table or `amd-smi version`: GPUs by bus id, amdgpu and ROCm",
     "amd-smi list/static": "amd-smi list, static, metric (human format): bus ids, names, NUMA, ECC",
     "amd-smi topology": "amd-smi topology tables: link type, hops and weight between AMD GPUs",
     "rocminfo": "rocminfo's agents: AMD GPUs, their bus ids and names, the amdgpu version",

@@ -120,3 +120,17 @@ def test_amd_outputs_among_other_pastes_and_junk() -> None:
     amd = _amd(parse_node("n1", read_text(text)))
     assert len(amd.gpus) == 8 and amd.gpus[0].bus_id == bdf(0)
     assert amd.pair_links()[frozenset((bdf(2), bdf(6)))].type == "PCIe"
+
+
+def test_amd_smi_version_lines_give_rocm_drift_between_pasted_nodes() -> None:
+    from checks.amd import drift
+
+    # Written, not captured: amdsmi_cli amdsmi_commands.py version() prints this one line.
+    line = "AMDSMI Tool: 24.6.3+9578815 | AMDSMI Library version: 24.6.3.0 | ROCm version: {}\n"
+    nodes = [
+        parse_node(name, read_text(line.format(rocm), name))
+        for name, rocm in (("a", "6.2.1"), ("b", "6.2.1"), ("c", "6.3.0"))
+    ]
+    assert _amd(nodes[0]).rocm_version == "6.2.1" and _amd(nodes[0]).gpus == ()
+    (result,) = run_checks([drift], fk.cluster(*nodes))
+    assert [(f.code, f.nodes) for f in result.findings] == [("drift.rocm", ("c",))]
