@@ -84,6 +84,9 @@ def xgmi(facts: NodeFacts) -> Iterator[Finding]:
             if link is None or link.type != "XGMI":
                 how = "no link in the KFD topology" if link is None else f"{link.type} only"
                 broken.append(f"{_gpu_name(amd, a)} ↔ {_gpu_name(amd, b)}: {how}")
+    hives = {g.xgmi_hive for g in amd.gpus if g.xgmi_hive}
+    if broken and len(hives) > 1:
+        broken += [f"{_gpu_name(amd, g.bus_id)}: XGMI hive {g.xgmi_hive}" for g in amd.gpus]
     if broken:
         yield Finding(
             "amd.xgmi.missing",
@@ -259,13 +262,13 @@ def amdgpu_version(f: NodeFacts) -> Hashable | Missing:
 
 
 def firmware(f: NodeFacts) -> Hashable | Missing:
-    """Every GPU firmware block and version amdsmi reported, as one line."""
+    """Every GPU firmware block and version (amdgpu's fw_version files, else amdsmi's list)."""
     if isinstance(f.amd, Missing):
         return f.amd
-    if isinstance(f.amd.smi, Missing):
-        return f.amd.smi
-    blocks = sorted({f"{name} {version}" for g in f.amd.smi.gpus for name, version in g.firmware})
-    return ", ".join(blocks) if blocks else Missing("amdsmi listed no firmware", "absent")
+    found = {f"{name} {version}" for g in f.amd.gpus for name, version in g.firmware}
+    if not found and not isinstance(f.amd.smi, Missing):
+        found = {f"{name} {version}" for g in f.amd.smi.gpus for name, version in g.firmware}
+    return ", ".join(sorted(found)) if found else Missing("no firmware versions read", "absent")
 
 
 def _fix(what: str, how: tuple[str, ...]) -> Fix:

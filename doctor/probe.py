@@ -1131,6 +1131,9 @@ def collect_amd(p):
         for entry in p.listdir(device + "/ras") or []:
             if entry.endswith("_err_count") or entry in ("features", "gpu_vram_bad_pages"):
                 p.read(device + "/ras/" + entry)
+        for entry in p.listdir(device + "/fw_version") or []:  # one file per firmware block
+            p.read(device + "/fw_version/" + entry)
+        p.read(device + "/xgmi_hive_info/xgmi_hive_id")  # one id for every GPU of a hive
     _kfd_topology(p)
     for rocm in rocm_dirs():
         p.read(rocm + "/.info/version")

@@ -33,6 +33,7 @@ class AmdNode:
     cmdline: str = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro amd_iommu=on iommu=pt"
     peer_memory: bool = True
     processes: dict[int, tuple[str, int]] = field(default_factory=dict)  # pid → (comm, GPU)
+    sos_firmware: str = "0x00380005"  # the PSP's, as amdgpu's fw_version file prints it
     hca: bool = False  # one RoCE HCA port (mlx5_0), its GIDs as the kernel lists them
     dmabuf_config: bool = False  # /boot/config-<release> sets RCCL's two DMA-BUF options
 
@@ -111,6 +112,9 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
             "vbios_version": "113-M3000100-102",
             "mem_info_vram_total": str(192 << 30),
             "ras/features": "feature mask: 0x3fff\n",
+            "fw_version/sos_fw_version": node.sos_firmware,
+            "fw_version/smc_fw_version": "0x00557a00",
+            "xgmi_hive_info/xgmi_hive_id": "5217049339851234",
             "ras/umc_err_count": f"ue: {node.ras_ue.get(i, 0)}\nce: 0\n",
             "ras/gfx_err_count": "ue: 0\nce: 0\n",
             "ras/xgmi_wafl_err_count": "ue: 0\nce: 2\n",

@@ -69,6 +69,8 @@ class AmdGpu:
     bad_pages_failed: int | None  # pages that could not be retired
     kfd_node: int | None  # the KFD topology node (HIP's view), None when KFD is absent
     gpu_id: int | None  # KFD's gpu_id: names vram_<gpu_id> in /sys/class/kfd/kfd/proc
+    firmware: tuple[tuple[str, str], ...] = ()  # (block, version) from device/fw_version
+    xgmi_hive: str | None = None  # xgmi_hive_info/xgmi_hive_id: the same on every GPU of a hive
 
     @property
     def ecc_uncorrectable(self) -> int | None:
@@ -290,7 +292,20 @@ def _gpu(cap: Capture, card: str, device: str, kfd: dict[str, tuple[int, int]]) 
         bad_pages_failed=None if flags is None else flags.count("F"),
         kfd_node=node,
         gpu_id=gpu_id,
+        firmware=_firmware(cap, device),
+        xgmi_hive=attr("xgmi_hive_info/xgmi_hive_id"),
     )
+
+
+def _firmware(cap: Capture, device: str) -> tuple[tuple[str, str], ...]:
+    """amdgpu's fw_version files ("sos_fw_version": "0x00380005"), by block name."""
+    entries = cap.dir(f"{device}/fw_version")
+    out = []
+    for entry in [] if isinstance(entries, Missing) else entries:
+        version = _text(cap.file(f"{device}/fw_version/{entry}"))
+        if version is not None:
+            out.append((entry.removesuffix("_fw_version"), version))
+    return tuple(out)
 
 
 def _processes(cap: Capture, by_gpu_id: dict[int, str]) -> tuple[KfdProcess, ...] | Missing:

@@ -111,11 +111,13 @@ def test_gid_index_must_name_a_roce_v2_gid() -> None:
 
 def test_two_nodes_with_other_rocm_and_amdgpu_get_the_drift_findings() -> None:
     a, b = _facts(HEALTHY, "mi300x-1"), _facts(HEALTHY, "mi300x-2")
-    c = _facts(AmdNode(rocm="6.3.0-39", amdgpu="6.10.5"), "mi300x-3")
+    c = _facts(AmdNode(rocm="6.3.0-39", amdgpu="6.10.5", sos_firmware="0x00380007"), "mi300x-3")
     found = _findings(AMD_CHECKS, fk.cluster(a, b, c))
     assert found["drift.rocm"].nodes == ("mi300x-3",)
     assert found["drift.rocm"].data == {"value": "6.3.0-39", "expected": "6.2.1-112"}
     assert found["drift.amdgpu"].nodes == ("mi300x-3",)
+    assert found["drift.amd_firmware"].nodes == ("mi300x-3",)
+    assert "sos 0x00380007" in found["drift.amd_firmware"].summary
 
 
 def test_gpu_count_against_the_others_and_the_slots() -> None:

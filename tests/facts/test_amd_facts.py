@@ -87,6 +87,8 @@ def test_probe_reads_amd_gpus_links_and_versions_from_sysfs(tmp_path: Path) -> N
     gpu = amd.gpus[3]
     assert (gpu.link_width, gpu.link_width_max, gpu.link_gen, gpu.numa_node) == (8, 16, 5, 0)
     assert gpu.product == "AMD Instinct MI300X" and gpu.kfd_node == 5 and gpu.gpu_id == 1003
+    assert gpu.firmware == (("smc", "0x00557a00"), ("sos", "0x00380005"))
+    assert gpu.xgmi_hive == "5217049339851234"
     assert (amd.rocm_version, amd.amdgpu_version) == ("6.2.1-112", "6.8.5")
     assert amd.rocm_installs == ("rocm-6.2.1",)
     assert amd.numa_balancing is False and amd.cmdline and "iommu=pt" in amd.cmdline
