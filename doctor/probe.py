@@ -998,6 +998,10 @@ PEER_SYMBOL = "ib_register_peer_memory_client"
 DMABUF_CONFIG = ("CONFIG_DMABUF_MOVE_NOTIFY", "CONFIG_PCI_P2PDMA")
 AMD_MARK = "@@cluster-doctor-amd@@"
 AMD_SMI_TIMEOUT = 10.0
+# The slots doctor/facts/amd_text.py reads (a pasted output lands in the same ones).
+ROCM_SMI = "amd:rocm-smi"
+AMD_SMI_TREE = "amd:amd-smi-tree"
+AMD_SMI_TOPOLOGY = "amd:amd-smi-topology"
 # The amdsmi Python bindings (they load ROCm's libamd_smi.so; without it their import raises
 # other errors than ImportError): ECC, bad pages, processes, firmware, link types between GPUs.
 AMD_SNIPPET = r"""
@@ -1122,7 +1126,8 @@ def collect_amd(p):
     cards = _amd_cards(p)
     p.read("/sys/module/amdgpu/version")
     kfd = p.listdir(KFD_ROOT + "/topology/nodes")
-    if not cards and kfd is None:
+    tools = dict((name, _rocm_tool(name)) for name in ("amd-smi", "rocm-smi"))
+    if not cards and kfd is None and not any(tools.values()):
         return
     for device in cards:
         p.readlink(device)  # ../../../0000:c1:00.0: the link's last part is the PCI address
@@ -1150,8 +1155,31 @@ def collect_amd(p):
         "kernel-config:" + release,
         lambda: _lines_with(p, "/boot/config-" + release, DMABUF_CONFIG),
     )
-    # amdsmi_init walks every GPU: slower than one NVML call, and a wedged driver hangs it.
-    p.run("amdsmi", [sys.executable, "-c", AMD_SNIPPET, AMD_MARK], timeout=AMD_SMI_TIMEOUT)
+    # amdsmi_init walks every GPU: slower than one NVML call, and a wedged driver hangs it. The
+    # tools run only where sysfs cannot show the GPUs or their links (a container without
+    # /sys/class/kfd), in parallel, each under the same deadline.
+    runs = [("amdsmi", [sys.executable, "-c", AMD_SNIPPET, AMD_MARK])]
+    if not cards or kfd is None:
+        if tools["amd-smi"]:
+            runs.append((AMD_SMI_TREE, [tools["amd-smi"], "static"]))
+            runs.append((AMD_SMI_TOPOLOGY, [tools["amd-smi"], "topology"]))
+        elif tools["rocm-smi"]:
+            runs.append((ROCM_SMI, [tools["rocm-smi"], "--showtopo", "--showbus"]))
+    timeout = min(AMD_SMI_TIMEOUT, max(1.0, float(p.spec["deadline"]) / 2))
+    threads = [threading.Thread(target=p.run, args=run, kwargs={"timeout": timeout}) for run in runs]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _rocm_tool(name):
+    """amd-smi or rocm-smi: on PATH, else in ROCm's bin folder."""
+    for folder in rocm_dirs():
+        if os.access(folder + "/bin/" + name, os.X_OK):
+            return which(name) or folder + "/bin/" + name
+    return which(name)
 
 
 def _python_file(p, module, name):

@@ -34,6 +34,7 @@ class AmdNode:
     peer_memory: bool = True
     processes: dict[int, tuple[str, int]] = field(default_factory=dict)  # pid → (comm, GPU)
     sos_firmware: str = "0x00380005"  # the PSP's, as amdgpu's fw_version file prints it
+    kfd: bool = True  # False: no /sys/class/kfd (a container that hides it)
     hca: bool = False  # one RoCE HCA port (mlx5_0), its GIDs as the kernel lists them
     dmabuf_config: bool = False  # /boot/config-<release> sets RCCL's two DMA-BUF options
 
@@ -90,9 +91,14 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
     _write(root, "/sys/class/drm/card0/device/vendor", "0x1a03\n")
     (root / "sys/class/drm/card0-VGA-1").mkdir(parents=True, exist_ok=True)
     kfd = "/sys/class/kfd/kfd/topology/nodes"
+
+    def kfd_write(root: Path, path: str, text: str) -> None:
+        if node.kfd:
+            _write(root, path, text)
+
     for cpu in (0, 1):
-        _write(root, f"{kfd}/{cpu}/properties", _props(cpu_cores_count=96, simd_count=0))
-        _write(root, f"{kfd}/{cpu}/gpu_id", "0\n")
+        kfd_write(root, f"{kfd}/{cpu}/properties", _props(cpu_cores_count=96, simd_count=0))
+        kfd_write(root, f"{kfd}/{cpu}/gpu_id", "0\n")
     for i in range(node.gpus):
         card = f"/sys/class/drm/card{i + 1}"
         pci = _pci_device(root, i, "0x1002", "0x74a1", "0x120000", "amdgpu")
@@ -126,8 +132,8 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
         for name, text in attrs.items():
             _write(root, f"{dev}/{name}", text if text.endswith("\n") else text + "\n")
         number, gpu_id = i + 2, 1000 + i
-        _write(root, f"{kfd}/{number}/gpu_id", f"{gpu_id}\n")
-        _write(root, f"{kfd}/{number}/name", "gfx942\n")
+        kfd_write(root, f"{kfd}/{number}/gpu_id", f"{gpu_id}\n")
+        kfd_write(root, f"{kfd}/{number}/name", "gfx942\n")
         props = _props(
             cpu_cores_count=0,
             simd_count=1216,
@@ -138,13 +144,13 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
             drm_render_minor=128 + i,
             unique_id=0x5A1F00 + i,
         )
-        _write(root, f"{kfd}/{number}/properties", props)
+        kfd_write(root, f"{kfd}/{number}/properties", props)
         links = [(0 if i < 4 else 1, 2, 20)]
         for j in range(node.gpus):
             if j != i and tuple(sorted((i, j))) not in node.missing_xgmi:
                 links.append((j + 2, 11, 15))
         for m, (to, kind, weight) in enumerate(links):
-            _write(
+            kfd_write(
                 root,
                 f"{kfd}/{number}/io_links/{m}/properties",
                 _props(
@@ -167,7 +173,8 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
     if node.dmabuf_config:
         config = "CONFIG_DMABUF_MOVE_NOTIFY=y\nCONFIG_PCI_P2PDMA=y\n"
         _write(root, f"/boot/config-{platform.release()}", config)
-    (root / "sys/class/kfd/kfd/proc").mkdir(parents=True, exist_ok=True)
+    if node.kfd:
+        (root / "sys/class/kfd/kfd/proc").mkdir(parents=True, exist_ok=True)
     for pid, (comm, gpu) in node.processes.items():
         for i in range(node.gpus):
             used = 8 << 30 if i == gpu else 0

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
 
 from doctor.capture import Capture
-from doctor.facts.amd_smi import AmdSmi, parse_amd_smi
-from doctor.facts.amd_text import TextFacts, parse_text
+from doctor.facts.amd_smi import parse_amd_smi
+from doctor.facts.amd_text import amd_from_text, parse_text, text_links
+from doctor.facts.amd_types import AmdFacts, AmdGpu, KfdLink, KfdProcess, RasCount
 from doctor.model import Missing
 
 DRM = "/sys/class/drm"
@@ -39,102 +39,6 @@ _BDF = re.compile(r"[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.IGNORECASE)
 _SPEED = re.compile(r"(\d+(?:\.\d+)?)\s*GT/s", re.IGNORECASE)
 # PCIe transfer rate (GT/s) → generation.
 PCIE_GENS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-
-
-@dataclass(frozen=True)
-class RasCount:
-    block: str  # umc (HBM), gfx, sdma, xgmi_wafl, mmhub, ...
-    uncorrectable: int
-    correctable: int
-
-
-@dataclass(frozen=True)
-class AmdGpu:
-    card: str  # "card1": DRM card numbers skip the BMC's display, so they are not indices
-    bus_id: str  # sysfs form, "0000:c1:00.0"
-    device_id: str | None  # PCI device id, "0x74a1" (MI300X)
-    product: str | None
-    numa_node: int | None  # -1 when the firmware gives none
-    link_width: int | None
-    link_width_max: int | None
-    link_gen: int | None
-    link_gen_max: int | None
-    unique_id: str | None
-    serial: str | None
-    vbios: str | None
-    vram_total: int | None  # bytes
-    ras: tuple[RasCount, ...] | None  # None: no RAS interface (RAS off, or a consumer card)
-    bad_pages: int | None  # retired VRAM pages
-    bad_pages_pending: int | None  # pages waiting for a GPU reset to be retired
-    bad_pages_failed: int | None  # pages that could not be retired
-    kfd_node: int | None  # the KFD topology node (HIP's view), None when KFD is absent
-    gpu_id: int | None  # KFD's gpu_id: names vram_<gpu_id> in /sys/class/kfd/kfd/proc
-    firmware: tuple[tuple[str, str], ...] = ()  # (block, version) from device/fw_version
-    xgmi_hive: str | None = None  # xgmi_hive_info/xgmi_hive_id: the same on every GPU of a hive
-
-    @property
-    def ecc_uncorrectable(self) -> int | None:
-        return None if self.ras is None else sum(r.uncorrectable for r in self.ras)
-
-    @property
-    def ecc_correctable(self) -> int | None:
-        return None if self.ras is None else sum(r.correctable for r in self.ras)
-
-
-@dataclass(frozen=True)
-class KfdLink:
-    """One direction of a KFD link: from a GPU to a GPU or a CPU (NUMA node)."""
-
-    src: str  # a GPU's bus id, or "cpu<N>" for a CPU node
-    dst: str
-    type: str  # "XGMI", "PCIe", or "type <n>"
-    weight: int | None
-    hops: int | None  # XGMI hops (weight / 15); None for PCIe, which KFD does not count
-    direct: bool  # io_links (a physical link) rather than p2p_links (a route KFD computed)
-
-
-@dataclass(frozen=True)
-class KfdProcess:
-    pid: int
-    name: str | None
-    vram: tuple[tuple[str, int], ...]  # (GPU bus id, bytes) for every GPU it holds memory on
-
-
-@dataclass(frozen=True)
-class AmdFacts:
-    gpus: tuple[AmdGpu, ...]
-    links: tuple[KfdLink, ...]
-    processes: tuple[KfdProcess, ...] | Missing
-    amdgpu_version: str | Missing  # /sys/module/amdgpu/version: the DKMS driver ("6.8.5")
-    rocm_version: str | Missing  # $ROCM_PATH/.info/version, else /opt/rocm's
-    rocm_installs: tuple[str, ...]  # /opt/rocm-<version> folders side by side
-    numa_balancing: bool | None
-    cmdline: str | None
-    hyperv: bool  # RCCL does not ask for iommu=pt under Hyper-V
-    # Where RCCL finds amdkfd peer memory; None where it does not, Missing where not looked at.
-    peer_memory: str | Missing | None
-    dmabuf_kernel: tuple[str, ...] | Missing  # DMABUF_CONFIG options set =y in the kernel
-    smi: AmdSmi | Missing  # the amdsmi bindings' answers, where they could be loaded
-
-    def gpu(self, bus_id: str) -> AmdGpu | None:
-        return next((g for g in self.gpus if g.bus_id == bus_id), None)
-
-    def pair_links(self) -> dict[frozenset[str], KfdLink]:
-        """The best GPU-GPU link per unordered pair (direct over routed, XGMI over PCIe)."""
-        gpus = {g.bus_id for g in self.gpus}
-        best: dict[frozenset[str], KfdLink] = {}
-        for link in self.links:
-            if link.src not in gpus or link.dst not in gpus or link.src == link.dst:
-                continue
-            key = frozenset((link.src, link.dst))
-            old = best.get(key)
-            if old is None or _rank(link) < _rank(old):
-                best[key] = link
-        return best
-
-
-def _rank(link: KfdLink) -> tuple[int, int, int]:
-    return (link.type != "XGMI", not link.direct, link.hops or 0)
 
 
 def properties(text: str) -> dict[str, str]:
@@ -368,9 +272,13 @@ def parse_amd(cap: Capture) -> AmdFacts | Missing:
     if not devices and not kfd:
         text = parse_text(cap)
         if text is not None and (text.gpus or text.rocm_version or text.amdgpu_version):
-            return _from_text(text)  # `amd-smi version` alone: versions, no GPU list
+            return amd_from_text(text)  # `amd-smi version` alone: versions, no GPU list
         return Missing("no AMD GPU: no amdgpu card in /sys/class/drm and no KFD GPU node", "absent")
     gpus = [g for card, dev in devices if (g := _gpu(cap, card, dev, kfd)) is not None]
+    links = kfd_links(cap, nodes)
+    if not links:  # no KFD topology in sysfs: what amd-smi or rocm-smi said, if they ran
+        text = parse_text(cap)
+        links = text_links(text) if text is not None else ()
     gpus.sort(key=lambda g: g.bus_id)
     by_gpu_id = {gid: bus for bus, (_, gid) in kfd.items() if gid}
     opt = cap.dir("/opt")
@@ -382,7 +290,7 @@ def parse_amd(cap: Capture) -> AmdFacts | Missing:
         peer = "/proc/kallsyms: ib_register_peer_memory_client"
     return AmdFacts(
         gpus=tuple(gpus),
-        links=kfd_links(cap, nodes),
+        links=links,
         processes=_processes(cap, by_gpu_id),
         amdgpu_version=_first_text(cap, ["/sys/module/amdgpu/version"]),
         rocm_version=_first_text(cap, [f"{r}/.info/version" for r in rocm_roots(cap)]),
@@ -407,55 +315,3 @@ def _dmabuf(cap: Capture) -> tuple[str, ...] | Missing:
     if lines is None:
         return value if isinstance(value, Missing) else Missing("unreadable", "failed")
     return tuple(sorted({ln.split("=")[0].strip() for ln in lines if ln.strip().endswith("=y")}))
-
-
-def _from_text(text: TextFacts) -> AmdFacts:
-    """The facts pasted tool outputs give: GPUs, links, versions; the host was not looked at."""
-    names = {i: g.bus_id or f"GPU{i}" for i, g in text.gpus.items()}
-    gpus = []
-    for index in sorted(text.gpus):
-        g = text.gpus[index]
-        ecc = g.ecc_uncorrectable, g.ecc_correctable
-        gpus.append(
-            AmdGpu(
-                card=f"GPU{index}",
-                bus_id=names[index],
-                device_id=g.device_id,
-                product=g.name,
-                numa_node=g.numa,
-                link_width=None,
-                link_width_max=g.width_max,
-                link_gen=None,
-                link_gen_max=g.gen_max,
-                unique_id=g.uuid,
-                serial=None,
-                vbios=None,
-                vram_total=None,
-                ras=None if ecc == (None, None) else (RasCount("total", ecc[0] or 0, ecc[1] or 0),),
-                bad_pages=None,
-                bad_pages_pending=None,
-                bad_pages_failed=None,
-                kfd_node=None,
-                gpu_id=None,
-            )
-        )
-    links = tuple(
-        KfdLink(names[a], names[b], link.type, link.weight, link.hops, True)
-        for (a, b), link in sorted(text.links.items())
-        if a in names and b in names
-    )
-    unseen = Missing(f"not in the pasted output ({', '.join(text.sources)})", "unsupported")
-    return AmdFacts(
-        gpus=tuple(gpus),
-        links=links,
-        processes=unseen,
-        amdgpu_version=text.amdgpu_version or unseen,
-        rocm_version=text.rocm_version or unseen,
-        rocm_installs=(),
-        numa_balancing=None,
-        cmdline=None,
-        hyperv=False,
-        peer_memory=unseen,
-        dmabuf_kernel=unseen,
-        smi=unseen,
-    )

@@ -19,9 +19,11 @@ import re
 from dataclasses import dataclass, field
 
 from doctor.capture import Capture
+from doctor.facts.amd_types import AmdFacts, AmdGpu, KfdLink, RasCount
 from doctor.model import Missing
 
-# The capture slots the paste reader (doctor/paste/amd.py) fills, one per kind.
+# The capture slots the paste reader (doctor/paste/amd.py) fills, one per kind; the probe runs
+# amd-smi or rocm-smi into the same ones where sysfs cannot show the GPUs (doctor/probe.py).
 ROCM_SMI = "amd:rocm-smi"
 AMD_SMI = "amd:amd-smi"  # `amd-smi` alone: the default table
 AMD_SMI_TREE = "amd:amd-smi-tree"  # list, static, metric... in the human (YAML-like) format
@@ -324,3 +326,61 @@ def parse_text(cap: Capture) -> TextFacts | None:
             read(result.stdout, out)
             out.sources.append(" ".join(result.argv))
     return out if out.sources else None
+
+
+def text_links(text: TextFacts) -> tuple[KfdLink, ...]:
+    """The links a tool printed, between GPUs named by bus id where it gave one."""
+    names = {i: g.bus_id or f"GPU{i}" for i, g in text.gpus.items()}
+    return tuple(
+        KfdLink(names[a], names[b], link.type, link.weight, link.hops, True)
+        for (a, b), link in sorted(text.links.items())
+        if a in names and b in names
+    )
+
+
+def amd_from_text(text: TextFacts) -> AmdFacts:
+    """The facts pasted tool outputs give: GPUs, links, versions; the host was not looked at."""
+    names = {i: g.bus_id or f"GPU{i}" for i, g in text.gpus.items()}
+    gpus = []
+    for index in sorted(text.gpus):
+        g = text.gpus[index]
+        ecc = g.ecc_uncorrectable, g.ecc_correctable
+        gpus.append(
+            AmdGpu(
+                card=f"GPU{index}",
+                bus_id=names[index],
+                device_id=g.device_id,
+                product=g.name,
+                numa_node=g.numa,
+                link_width=None,
+                link_width_max=g.width_max,
+                link_gen=None,
+                link_gen_max=g.gen_max,
+                unique_id=g.uuid,
+                serial=None,
+                vbios=None,
+                vram_total=None,
+                ras=None if ecc == (None, None) else (RasCount("total", ecc[0] or 0, ecc[1] or 0),),
+                bad_pages=None,
+                bad_pages_pending=None,
+                bad_pages_failed=None,
+                kfd_node=None,
+                gpu_id=None,
+            )
+        )
+    links = text_links(text)
+    unseen = Missing(f"not in the pasted output ({', '.join(text.sources)})", "unsupported")
+    return AmdFacts(
+        gpus=tuple(gpus),
+        links=links,
+        processes=unseen,
+        amdgpu_version=text.amdgpu_version or unseen,
+        rocm_version=text.rocm_version or unseen,
+        rocm_installs=(),
+        numa_balancing=None,
+        cmdline=None,
+        hyperv=False,
+        peer_memory=unseen,
+        dmabuf_kernel=unseen,
+        smi=unseen,
+    )

@@ -7,8 +7,9 @@ processes; what only one vendor has stays in its own facts (doctor/facts/amd.py)
 from __future__ import annotations
 
 from doctor.capture import Capture
-from doctor.facts.amd import AmdFacts, AmdGpu, parse_amd
+from doctor.facts.amd import parse_amd
 from doctor.facts.amd_smi import SmiGpu
+from doctor.facts.amd_types import AmdFacts, AmdGpu
 from doctor.facts.gpu_health import GpuHealth, GpuProcess
 from doctor.facts.gpus import Gpu, GpuFacts
 from doctor.facts.gpus import parse_gpus as parse_nvidia_gpus

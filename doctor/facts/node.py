@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from doctor.capture import Capture
-from doctor.facts.amd import AmdFacts, parse_amd
+from doctor.facts.amd import parse_amd
+from doctor.facts.amd_types import AmdFacts
 from doctor.facts.driver import DriverFacts, parse_driver
 from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
 from doctor.facts.gpu_host import GpuHostFacts, parse_gpu_host

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from doctor.capture import Capture
-from doctor.facts.amd import AmdFacts, parse_amd
+from doctor.facts.amd import parse_amd
+from doctor.facts.amd_types import AmdFacts
 from doctor.facts.pci import PciDevice, parse_pci
 from doctor.model import Missing
 from doctor.topo.matrix import KNOWN_COLUMNS, Topology, xgmi_label

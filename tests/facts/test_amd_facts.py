@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from doctor.capture import Capture
-from doctor.facts.amd import AmdFacts, bad_page_flags, parse_amd, pcie_gen, properties
+from doctor.facts.amd import bad_page_flags, parse_amd, pcie_gen, properties
+from doctor.facts.amd_types import AmdFacts
 from doctor.facts.gpus import GpuFacts
 from doctor.facts.node import NodeFacts, parse_node
 from doctor.model import Missing
@@ -147,3 +148,43 @@ def test_formats_tolerate_junk_and_other_shapes() -> None:
     text = "0x00001000 : 0x00001000 : R\nnoise\n0x00002000 : 0x00001000 : p\r\n"
     assert bad_page_flags(text) == ["R", "P"]
     assert (pcie_gen("16.0 GT/s PCIe"), pcie_gen("2.5 GT/s"), pcie_gen("unknown")) == (4, 1, None)
+
+
+def _tool(folder: Path, name: str, body: str) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text("#!/bin/sh\n" + body)
+    (folder / name).chmod(0o755)
+
+
+def test_without_kfd_the_probe_runs_amd_smi_and_reads_its_links(tmp_path: Path) -> None:
+    # A stand-in amd-smi (a MOCK: no AMD GPU here) printing the written fixtures of
+    # tests/fixtures/amd for `static` and `topology`, as the real one would on this node.
+    fixtures = Path(__file__).parent.parent / "fixtures" / "amd"
+    bin_dir = tmp_path / "bin"
+    _tool(
+        bin_dir,
+        "amd-smi",
+        f'case "$1" in static) cat {fixtures}/amd-smi-static.txt ;;'
+        f" topology) cat {fixtures}/amd-smi-topology.txt ;; esac\n",
+    )
+    write_amd_node(tmp_path / "root", AmdNode(kfd=False))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    raw = run_probe({"root": str(tmp_path / "root")}, env=env)
+    assert raw["commands"]["amd:amd-smi-topology"]["argv"][1:] == ["topology"]
+    amd = parse_amd(Capture(raw))
+    assert isinstance(amd, AmdFacts) and len(amd.gpus) == 8
+    pairs = amd.pair_links()
+    assert pairs[frozenset((bdf(2), bdf(6)))].type == "PCIe"  # what the tool said
+    assert pairs[frozenset((bdf(0), bdf(1)))].type == "XGMI"
+
+
+def test_a_hanging_rocm_smi_is_killed_at_its_deadline(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "rocm-smi", "exec sleep 60\n")
+    write_amd_node(tmp_path / "root", AmdNode(kfd=False))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    raw = run_probe({"root": str(tmp_path / "root"), "deadline": 4.0}, env=env, timeout=30)
+    entry = raw["commands"]["amd:rocm-smi"]
+    assert entry["error"]["kind"] == "timeout" and entry["seconds"] < 4
+    amd = parse_amd(Capture(raw))
+    assert isinstance(amd, AmdFacts) and len(amd.gpus) == 8 and amd.links == ()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checks.amd import xgmi
-from doctor.facts.amd import AmdFacts
+from doctor.facts.amd_types import AmdFacts
 from doctor.facts.gpus import GpuFacts
 from doctor.facts.node import NodeFacts, parse_node
 from doctor.model import Status
