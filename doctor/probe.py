@@ -1166,7 +1166,9 @@ def collect_amd(p):
         elif tools["rocm-smi"]:
             runs.append((ROCM_SMI, [tools["rocm-smi"], "--showtopo", "--showbus"]))
     timeout = min(AMD_SMI_TIMEOUT, max(1.0, float(p.spec["deadline"]) / 2))
-    threads = [threading.Thread(target=p.run, args=run, kwargs={"timeout": timeout}) for run in runs]
+    threads = [
+        threading.Thread(target=p.run, args=run, kwargs={"timeout": timeout}) for run in runs
+    ]
     for thread in threads:
         thread.daemon = True
         thread.start()

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from doctor.capture import Capture
+from doctor.facts import amd_json
 from doctor.facts.amd_types import AmdFacts, AmdGpu, KfdLink, RasCount
 from doctor.model import Missing
 
@@ -28,8 +29,9 @@ ROCM_SMI = "amd:rocm-smi"
 AMD_SMI = "amd:amd-smi"  # `amd-smi` alone: the default table
 AMD_SMI_TREE = "amd:amd-smi-tree"  # list, static, metric... in the human (YAML-like) format
 AMD_SMI_TOPOLOGY = "amd:amd-smi-topology"
+AMD_SMI_JSON = "amd:amd-smi-json"  # any amd-smi subcommand with --json
 ROCMINFO = "amd:rocminfo"
-SLOTS = (ROCM_SMI, AMD_SMI, AMD_SMI_TREE, AMD_SMI_TOPOLOGY, ROCMINFO)
+SLOTS = (ROCM_SMI, AMD_SMI, AMD_SMI_TREE, AMD_SMI_TOPOLOGY, AMD_SMI_JSON, ROCMINFO)
 
 BDF = re.compile(r"\b([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\b", re.IGNORECASE)
 _GPU_LINE = re.compile(r"^\s*GPU\[(\d+)\][^:]*:\s*(.+?)\s*:\s*(.*?)\s*$")
@@ -206,26 +208,41 @@ def tree_records(text: str) -> list[dict[str, str]]:
 
 def read_amd_smi_tree(text: str, out: TextFacts) -> None:
     for record in tree_records(text):
-        index = _int(record.get("GPU"))
-        if index is None:
-            continue
-        gpu = out.gpu(index)
-        bdf = BDF.search(record.get("BDF") or record.get("BUS.BDF") or "")
-        if bdf:
-            gpu.bus_id = bus_id(bdf.group(1))
-        gpu.uuid = record.get("UUID") or gpu.uuid
-        gpu.name = record.get("ASIC.MARKET_NAME") or record.get("BOARD.PRODUCT_NAME") or gpu.name
-        gpu.device_id = record.get("ASIC.DEVICE_ID") or gpu.device_id
-        gpu.numa = _int(record.get("NUMA.NODE", "")) if "NUMA.NODE" in record else gpu.numa
-        width = record.get("BUS.MAX_PCIE_WIDTH")
-        gpu.width_max = _int(width) if width else gpu.width_max
-        gpu.gen_max = _gen(record.get("BUS.MAX_PCIE_SPEED", "")) or gpu.gen_max
-        ue = record.get("ECC.TOTAL_UNCORRECTABLE_COUNT")
-        ce = record.get("ECC.TOTAL_CORRECTABLE_COUNT")
-        gpu.ecc_uncorrectable = _int(ue) if ue else gpu.ecc_uncorrectable
-        gpu.ecc_correctable = _int(ce) if ce else gpu.ecc_correctable
-        if record.get("DRIVER.NAME", "amdgpu") == "amdgpu" and record.get("DRIVER.VERSION"):
-            out.amdgpu_version = record["DRIVER.VERSION"]
+        _apply(record, out)
+
+
+def read_amd_smi_json(text: str, out: TextFacts) -> None:
+    for record in amd_json.records(text):
+        _apply(record, out)
+    for a, b, kind, hops, weight in amd_json.links(text):
+        if BDF.fullmatch(a) and BDF.fullmatch(b):
+            columns = [bus_id(a), bus_id(b)]
+            i, j = _index_of(out, columns[0], columns), _index_of(out, columns[1], columns)
+            out.link(i, j, type=_link_type(kind), hops=_int(hops), weight=_int(weight))
+
+
+def _apply(record: dict[str, str], out: TextFacts) -> None:
+    """One GPU's record of amd-smi's human or JSON format."""
+    index = _int(record.get("GPU"))
+    if index is None:
+        return
+    gpu = out.gpu(index)
+    bdf = BDF.search(record.get("BDF") or record.get("BUS.BDF") or "")
+    if bdf:
+        gpu.bus_id = bus_id(bdf.group(1))
+    gpu.uuid = record.get("UUID") or gpu.uuid
+    gpu.name = record.get("ASIC.MARKET_NAME") or record.get("BOARD.PRODUCT_NAME") or gpu.name
+    gpu.device_id = record.get("ASIC.DEVICE_ID") or gpu.device_id
+    gpu.numa = _int(record.get("NUMA.NODE", "")) if "NUMA.NODE" in record else gpu.numa
+    width = record.get("BUS.MAX_PCIE_WIDTH")
+    gpu.width_max = _int(width) if width else gpu.width_max
+    gpu.gen_max = _gen(record.get("BUS.MAX_PCIE_SPEED", "")) or gpu.gen_max
+    ue = record.get("ECC.TOTAL_UNCORRECTABLE_COUNT")
+    ce = record.get("ECC.TOTAL_CORRECTABLE_COUNT")
+    gpu.ecc_uncorrectable = _int(ue) if ue else gpu.ecc_uncorrectable
+    gpu.ecc_correctable = _int(ce) if ce else gpu.ecc_correctable
+    if record.get("DRIVER.NAME", "amdgpu") == "amdgpu" and record.get("DRIVER.VERSION"):
+        out.amdgpu_version = record["DRIVER.VERSION"]
 
 
 def read_amd_smi_topology(text: str, out: TextFacts) -> None:
@@ -310,6 +327,7 @@ def read_rocminfo(text: str, out: TextFacts) -> None:
 READERS = (
     # Bus ids first, so that the outputs naming GPUs by index only can be matched to them.
     (AMD_SMI_TREE, read_amd_smi_tree),
+    (AMD_SMI_JSON, read_amd_smi_json),
     (AMD_SMI, read_amd_smi_default),
     (ROCMINFO, read_rocminfo),
     (AMD_SMI_TOPOLOGY, read_amd_smi_topology),

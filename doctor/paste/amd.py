@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.facts.amd_text import AMD_SMI, AMD_SMI_TOPOLOGY, AMD_SMI_TREE, ROCM_SMI, ROCMINFO
+from doctor.facts.amd_json import gpu_dicts
+from doctor.facts.amd_text import (
+    AMD_SMI,
+    AMD_SMI_JSON,
+    AMD_SMI_TOPOLOGY,
+    AMD_SMI_TREE,
+    ROCM_SMI,
+    ROCMINFO,
+)
 from doctor.paste.kind import Kind, command, matcher
 
 
@@ -35,6 +43,13 @@ AMD_KINDS = [
     ),
     Kind("amd-smi list/static", matcher(r"GPU: \d+\s*$"), _slot(AMD_SMI_TREE, ["amd-smi"])),
     Kind(
+        "amd-smi --json",
+        # json.dumps(indent=4) opens with "[" (or "{" around a list) alone on its line; a
+        # segment that holds no per-GPU dicts is not amd-smi's after all.
+        matcher(r"\s*[\[{]\s*$", r'\s*\[?\s*\{\s*"gpu":\s*\d+'),
+        lambda text: _slot(AMD_SMI_JSON, ["amd-smi", "--json"])(text) if gpu_dicts(text) else {},
+    ),
+    Kind(
         "amd-smi topology",
         matcher(r"\s*(?:ACCESS|WEIGHT|HOPS|LINK TYPE|NUMA BW) TABLE:\s*$"),
         _slot(AMD_SMI_TOPOLOGY, ["amd-smi", "topology"]),
@@ -49,6 +64,7 @@ DESCRIPTIONS = {
     "rocm-smi": "rocm-smi's concise table, --showtopo matrices and GPU[N] lines: AMD GPUs, XGMI",
     "amd-smi": "amd-smi's default table or `amd-smi version`: GPUs by bus id, amdgpu and ROCm",
     "amd-smi list/static": "amd-smi list, static, metric (human format): bus ids, names, NUMA, ECC",
+    "amd-smi --json": "amd-smi list, static, metric or topology with --json: the same as text",
     "amd-smi topology": "amd-smi topology tables: link type, hops and weight between AMD GPUs",
     "rocminfo": "rocminfo's agents: AMD GPUs, their bus ids and names, the amdgpu version",
 }

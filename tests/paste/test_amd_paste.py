@@ -40,6 +40,8 @@ def _amd(facts: NodeFacts) -> AmdFacts:
         "amd-smi-list.txt",
         "amd-smi-static.txt",
         "amd-smi-topology.txt",
+        "amd-smi-static.json",
+        "amd-smi-topology.json",
         "rocminfo.txt",
     ],
 )
@@ -50,7 +52,9 @@ def test_each_output_lists_the_eight_gpus(name: str) -> None:
         assert isinstance(facts.gpus, GpuFacts) and facts.gpus.source == "amdgpu"
 
 
-@pytest.mark.parametrize("name", ["amd-smi.txt", "amd-smi-list.txt", "amd-smi-static.txt"])
+@pytest.mark.parametrize(
+    "name", ["amd-smi.txt", "amd-smi-list.txt", "amd-smi-static.txt", "amd-smi-static.json"]
+)
 def test_bus_ids_come_from_amd_smi(name: str) -> None:
     assert [g.bus_id for g in _amd(_facts(name)).gpus] == [bdf(i) for i in range(8)]
 
@@ -62,8 +66,9 @@ def test_rocminfo_gives_bus_ids_names_and_the_driver() -> None:
     assert amd.amdgpu_version == "6.8.5"
 
 
-def test_static_gives_names_numa_pcie_and_driver() -> None:
-    amd = _amd(_facts("amd-smi-static.txt"))
+@pytest.mark.parametrize("name", ["amd-smi-static.txt", "amd-smi-static.json"])
+def test_static_gives_names_numa_pcie_and_driver(name: str) -> None:
+    amd = _amd(_facts(name))
     g = amd.gpus[5]
     assert (g.product, g.numa_node, g.link_width_max, g.link_gen_max) == (
         "AMD Instinct MI300X",
@@ -79,7 +84,9 @@ def test_default_table_gives_the_versions() -> None:
     assert (amd.rocm_version, amd.amdgpu_version) == ("6.4.0", "6.10.5")
 
 
-@pytest.mark.parametrize("topology", ["rocm-smi-showtopo.txt", "amd-smi-topology.txt"])
+@pytest.mark.parametrize(
+    "topology", ["rocm-smi-showtopo.txt", "amd-smi-topology.txt", "amd-smi-topology.json"]
+)
 def test_topology_outputs_give_the_link_types_and_the_xgmi_check_sees_the_pcie_pair(
     topology: str,
 ) -> None:
