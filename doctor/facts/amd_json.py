@@ -1,6 +1,12 @@
-"""amd-smi's --json output (amdsmi_cli/amdsmi_logger.py _print_json_output: the per-GPU dicts
-of the human format, lower-case keys, ``{"value": v, "unit": u}`` for measured values) as the
-flat records the human-format reader uses, and ``amd-smi topology --json``'s per-GPU ``links``."""
+"""amd-smi's and rocm-smi's --json output.
+
+amd-smi (amdsmi_cli/amdsmi_logger.py _print_json_output): the per-GPU dicts of the human format,
+lower-case keys, ``{"value": v, "unit": u}`` for measured values, read as the flat records the
+human-format reader uses; ``amd-smi topology --json`` adds per-GPU ``links``. rocm-smi
+(rocm_smi.py formatJson): ``{"card<N>": {"<name>": "<value>"}, "system": {...}}`` with the
+same names as its text lines, the topology as ``"(Topology) Link type between DRM devices 0
+and 1"`` keys under ``system``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from typing import Any
 JsonLink = tuple[str, str, str, Any, Any]
 
 
-def _document(text: str) -> Any:
+def document(text: str) -> Any:
     """The JSON value in a pasted segment, junk around it left out; None where there is none."""
     starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
     end = max(text.rfind("]"), text.rfind("}"))
@@ -25,7 +31,7 @@ def _document(text: str) -> Any:
 
 def gpu_dicts(text: str) -> list[dict[str, Any]]:
     """The per-GPU dicts: a top-level list, or the list a wrapper object holds."""
-    doc = _document(text)
+    doc = document(text)
     candidates = [doc] if isinstance(doc, list) else []
     if isinstance(doc, dict):
         candidates += [v for v in doc.values() if isinstance(v, list)]
@@ -60,7 +66,8 @@ def records(text: str) -> list[dict[str, str]]:
 def links(text: str) -> list[JsonLink]:
     found = []
     for item in gpu_dicts(text):
-        for link in item.get("links") or []:
+        listed = item.get("links")
+        for link in listed if isinstance(listed, list) else []:
             if isinstance(link, dict) and isinstance(item.get("bdf"), str):
                 other = link.get("bdf")
                 if isinstance(other, str) and other != item["bdf"]:
@@ -74,3 +81,11 @@ def links(text: str) -> list[JsonLink]:
                         )
                     )
     return found
+
+
+def rocm_smi_cards(text: str) -> dict[str, Any] | None:
+    """rocm-smi's JSON document, where the text is one (a card<N> or system key at the top)."""
+    doc = document(text)
+    if isinstance(doc, dict) and any(k == "system" or k.startswith("card") for k in doc):
+        return doc
+    return None

@@ -30,8 +30,9 @@ AMD_SMI = "amd:amd-smi"  # `amd-smi` alone: the default table
 AMD_SMI_TREE = "amd:amd-smi-tree"  # list, static, metric... in the human (YAML-like) format
 AMD_SMI_TOPOLOGY = "amd:amd-smi-topology"
 AMD_SMI_JSON = "amd:amd-smi-json"  # any amd-smi subcommand with --json
+ROCM_SMI_JSON = "amd:rocm-smi-json"
 ROCMINFO = "amd:rocminfo"
-SLOTS = (ROCM_SMI, AMD_SMI, AMD_SMI_TREE, AMD_SMI_TOPOLOGY, AMD_SMI_JSON, ROCMINFO)
+SLOTS = (ROCM_SMI, ROCM_SMI_JSON, AMD_SMI, AMD_SMI_TREE, AMD_SMI_TOPOLOGY, AMD_SMI_JSON, ROCMINFO)
 
 BDF = re.compile(r"\b([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\b", re.IGNORECASE)
 _GPU_LINE = re.compile(r"^\s*GPU\[(\d+)\][^:]*:\s*(.+?)\s*:\s*(.*?)\s*$")
@@ -161,6 +162,30 @@ def read_rocm_smi(text: str, out: TextFacts) -> None:
                     (w.strip("[],") for w in words if w.strip("[").startswith("0x")), None
                 )
                 gpu.device_id = gpu.device_id or device
+
+
+_JSON_TOPOLOGY = re.compile(
+    r"\(Topology\) (Weight|Hops|Link type) between DRM devices (\d+) and (\d+)", re.IGNORECASE
+)
+
+
+def read_rocm_smi_json(text: str, out: TextFacts) -> None:
+    doc = amd_json.rocm_smi_cards(text) or {}
+    for key, values in doc.items():
+        if not isinstance(values, dict):
+            continue
+        if key.startswith("card") and key[4:].isdigit():
+            for name, value in values.items():
+                _rocm_smi_value(out.gpu(int(key[4:])), str(name), str(value))
+        elif key == "system":
+            for name, value in values.items():
+                m = _JSON_TOPOLOGY.search(str(name))
+                if m:
+                    field = {"weight": "weight", "hops": "hops", "link type": "type"}[m[1].lower()]
+                    cell = _link_type(str(value)) if field == "type" else _int(value)
+                    out.link(int(m[2]), int(m[3]), **{field: cell})
+                elif str(name).lower() == "driver version":
+                    out.amdgpu_version = str(value).strip() or out.amdgpu_version
 
 
 def _rocm_smi_value(gpu: TextGpu, name: str, value: str) -> None:
@@ -332,6 +357,7 @@ READERS = (
     (ROCMINFO, read_rocminfo),
     (AMD_SMI_TOPOLOGY, read_amd_smi_topology),
     (ROCM_SMI, read_rocm_smi),
+    (ROCM_SMI_JSON, read_rocm_smi_json),
 )
 
 

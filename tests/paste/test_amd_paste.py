@@ -42,6 +42,7 @@ def _amd(facts: NodeFacts) -> AmdFacts:
         "amd-smi-topology.txt",
         "amd-smi-static.json",
         "amd-smi-topology.json",
+        "rocm-smi-showtopo.json",
         "rocminfo.txt",
     ],
 )
@@ -85,7 +86,13 @@ def test_default_table_gives_the_versions() -> None:
 
 
 @pytest.mark.parametrize(
-    "topology", ["rocm-smi-showtopo.txt", "amd-smi-topology.txt", "amd-smi-topology.json"]
+    "topology",
+    [
+        "rocm-smi-showtopo.txt",
+        "rocm-smi-showtopo.json",
+        "amd-smi-topology.txt",
+        "amd-smi-topology.json",
+    ],
 )
 def test_topology_outputs_give_the_link_types_and_the_xgmi_check_sees_the_pcie_pair(
     topology: str,
