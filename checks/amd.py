@@ -124,8 +124,8 @@ def bad_pages(facts: NodeFacts) -> Iterator[Finding]:
             f"{len(failed)} GPU(s) have VRAM pages that could not be retired: memory errors "
             "recur on them and kill jobs",
             evidence=tuple(
-                f"{_gpu_name(amd, g.bus_id)}: {g.bad_pages_failed} of {g.bad_pages} bad pages "
-                "flagged F in ras/gpu_vram_bad_pages"
+                f"{_gpu_name(amd, g.bus_id)}: {g.bad_pages_failed} page(s) could not be retired"
+                + (f" (of {g.bad_pages} bad pages)" if g.bad_pages is not None else "")
                 for g in failed
             ),
             fix=Fix(

@@ -49,7 +49,9 @@ def _flat(value: Any, path: str, out: dict[str, str]) -> None:
     elif isinstance(value, dict):
         for key, sub in value.items():
             _flat(sub, f"{path}.{str(key).upper()}" if path else str(key).upper(), out)
-    elif not isinstance(value, list):
+    elif isinstance(value, list):
+        out.setdefault(f"{path}#", str(sum(isinstance(v, dict) for v in value)))  # bad pages
+    else:
         out.setdefault(path, str(value))
 
 

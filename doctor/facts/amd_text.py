@@ -57,6 +57,8 @@ class TextGpu:
     gen_max: int | None = None
     ecc_uncorrectable: int | None = None
     ecc_correctable: int | None = None
+    bad_pages_pending: int | None = None
+    bad_pages_failed: int | None = None  # "un_res": pages that could not be retired
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,9 @@ def tree_records(text: str) -> list[dict[str, str]]:
         while stack and stack[-1][0] >= depth:
             stack.pop()
         path = ".".join([*(k for _, k in stack), key])
+        if path.endswith(".PAGE_ADDRESS"):  # one per bad page listed under PENDING, UN_RES
+            count = path.rsplit(".", 1)[0] + "#"
+            records[-1][count] = str(int(records[-1].get(count, "0")) + 1)
         if value:
             records[-1].setdefault(path, value)
         else:
@@ -266,6 +271,9 @@ def _apply(record: dict[str, str], out: TextFacts) -> None:
     ce = record.get("ECC.TOTAL_CORRECTABLE_COUNT")
     gpu.ecc_uncorrectable = _int(ue) if ue else gpu.ecc_uncorrectable
     gpu.ecc_correctable = _int(ce) if ce else gpu.ecc_correctable
+    for key, attr in (("PENDING", "bad_pages_pending"), ("UN_RES", "bad_pages_failed")):
+        if key in record or f"{key}#" in record:  # "No bad pages found." or a list
+            setattr(gpu, attr, _int(record.get(f"{key}#", "0")))
     if record.get("DRIVER.NAME", "amdgpu") == "amdgpu" and record.get("DRIVER.VERSION"):
         out.amdgpu_version = record["DRIVER.VERSION"]
 
@@ -406,8 +414,8 @@ def amd_from_text(text: TextFacts) -> AmdFacts:
                 vram_total=None,
                 ras=None if ecc == (None, None) else (RasCount("total", ecc[0] or 0, ecc[1] or 0),),
                 bad_pages=None,
-                bad_pages_pending=None,
-                bad_pages_failed=None,
+                bad_pages_pending=g.bad_pages_pending,
+                bad_pages_failed=g.bad_pages_failed,
                 kfd_node=None,
                 gpu_id=None,
             )

@@ -148,3 +148,23 @@ def test_amd_smi_version_lines_give_rocm_drift_between_pasted_nodes() -> None:
     assert _amd(nodes[0]).rocm_version == "6.2.1" and _amd(nodes[0]).gpus == ()
     (result,) = run_checks([drift], fk.cluster(*nodes))
     assert [(f.code, f.nodes) for f in result.findings] == [("drift.rocm", ("c",))]
+
+
+def test_bad_pages_pending_and_unretirable_become_findings() -> None:
+    from checks.amd import bad_pages
+    from checks.gpu_health import memory_repair
+
+    facts = _facts("amd-smi-list.txt", "amd-smi-bad-pages.txt")
+    gpus = _amd(facts).gpus
+    assert [(g.bad_pages_pending, g.bad_pages_failed) for g in gpus][3:6] == [
+        (2, 0),
+        (0, 0),
+        (0, 1),
+    ]
+    found = {
+        f.code: f
+        for r in run_checks([bad_pages, memory_repair], fk.cluster(facts))
+        for f in r.findings
+    }
+    assert found["gpu.retired.pending"].evidence == (f"GPU3 ({bdf(3)})",)
+    assert found["amd.bad_pages.failed"].evidence[0].startswith(f"GPU5 ({bdf(5)}): 1 of")
