@@ -167,4 +167,6 @@ def test_bad_pages_pending_and_unretirable_become_findings() -> None:
         for f in r.findings
     }
     assert found["gpu.retired.pending"].evidence == (f"GPU3 ({bdf(3)})",)
-    assert found["amd.bad_pages.failed"].evidence[0].startswith(f"GPU5 ({bdf(5)}): 1 of")
+    assert found["amd.bad_pages.failed"].evidence == (
+        f"GPU5 ({bdf(5)}): 1 page(s) could not be retired",
+    )
