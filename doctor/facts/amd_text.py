@@ -154,6 +154,10 @@ def read_rocm_smi(text: str, out: TextFacts) -> None:
                         out.link(row, col, hops=_int(cell))
                     elif section.startswith("link type"):
                         out.link(row, col, type=_link_type(cell))
+        elif "concise hardware info" in section:  # --showhw: a BUS column per GPU row
+            words, found = line.split(), BDF.search(line)
+            if words and words[0].isdigit() and found:
+                out.gpu(int(words[0])).bus_id = bus_id(found.group(1))
         elif "concise info" in section:
             words = line.split()
             if words[:1] in (["Device"], ["GPU"]):

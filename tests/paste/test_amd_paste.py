@@ -170,3 +170,19 @@ def test_bad_pages_pending_and_unretirable_become_findings() -> None:
     assert found["amd.bad_pages.failed"].evidence == (
         f"GPU5 ({bdf(5)}): 1 page(s) could not be retired",
     )
+
+
+def test_rocm_smi_showhw_rows_give_bus_ids() -> None:
+    # Written, not captured: rocm_smi.py showAllConciseHw (ROCm 6.2), its header and one row
+    # per GPU with the BUS column.
+    text = (
+        "============ ROCm System Management Interface ============\n"
+        "========== Concise Hardware Info ==========\n"
+        "GPU  NODE  DID     GUID   GFX VER  GFX RAS  SDMA RAS  UMC RAS  VBIOS  BUS           "
+        "PARTITION ID\n"
+        "0    2     0x74a1  28851  gfx942   ENABLED  ENABLED   ENABLED  N/A    0000:05:00.0  0\n"
+        "1    3     0x74a1  29962  gfx942   ENABLED  ENABLED   ENABLED  N/A    0000:15:00.0  0\n"
+        "============ End of ROCm SMI Log ============\n"
+    )
+    amd = _amd(parse_node("n1", read_text(text)))
+    assert [g.bus_id for g in amd.gpus] == [bdf(0), bdf(1)]
