@@ -36,6 +36,14 @@ HARDWARE_XID = {
     140: "unrecovered ECC error",
 }
 RESET = ("nvidia-smi -r -i <gpu>   # with no process on it", "sudo reboot")
+AMD_RESET = ("sudo amd-smi reset -G -g <gpu>   # with no process on it", "sudo reboot")
+AMD_PROCESSES = ("amd-smi process", "rocm-smi --showpids")
+
+
+def _commands(gpus: list[Gpu], nvidia: tuple[str, ...], amd: tuple[str, ...]) -> tuple[str, ...]:
+    """The commands for the vendors of ``gpus``: a mixed node gets both sets."""
+    vendors = {g.vendor for g in gpus}
+    return (nvidia if "nvidia" in vendors else ()) + (amd if "amd" in vendors else ())
 
 
 def _gpus(facts: NodeFacts, what: str, *fields: Callable[[Gpu], Any]) -> list[Gpu]:
@@ -81,7 +89,7 @@ def ecc(facts: NodeFacts) -> Iterator[Finding]:
             fix=Fix(
                 "Drain the node, reset the GPU (retires/remaps the bad memory), and replace it "
                 "if errors come back.",
-                RESET,
+                _commands(now, RESET, AMD_RESET),
             ),
         )
     life = [g for g in gpus if g.ecc_uncorrected_aggregate and g not in now]
@@ -131,14 +139,17 @@ def memory_repair(facts: NodeFacts) -> Iterator[Finding]:
             Severity.WARN,
             lambda g: g.health.remap_pending,
             "a row remap is pending: the bad row stays in use until the GPU is reset",
-            Fix("Reset the GPU (or reboot) to apply the remap.", RESET),
+            Fix("Reset the GPU (or reboot) to apply the remap.", RESET),  # NVIDIA only
         ),
         (
             "gpu.retired.pending",
             Severity.WARN,
             lambda g: g.health.retired_pending,
             "a page retirement is pending: the bad page stays in use until the driver reloads",
-            Fix("Reload the driver (or reboot) to retire the page.", RESET),
+            Fix(
+                "Reload the driver (or reset the GPU, or reboot) to retire the page.",
+                _commands(gpus, RESET, AMD_RESET),
+            ),
         ),
     ):
         hit = [g for g in gpus if attr(g)]
@@ -315,7 +326,11 @@ def processes(facts: NodeFacts) -> Iterator[Finding]:
             evidence=evidence[:20],
             fix=Fix(
                 "Find and stop leftover processes.",
-                ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",),
+                _commands(
+                    busy,
+                    ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",),
+                    AMD_PROCESSES,
+                ),
             ),
         )
 

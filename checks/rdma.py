@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from doctor.facts.node import NodeFacts
 from doctor.facts.rdma import RdmaFacts
 from doctor.model import Finding, Fix, Missing, Severity
+from doctor.nic.config import nccl_settings
+from doctor.nic.nccl import ib_choice
 from doctor.plugin import Skip, need, node_check
 from doctor.units import human_bytes
 
@@ -151,4 +153,63 @@ def memlock(facts: NodeFacts) -> Iterator[Finding]:
     )
 
 
-CHECKS = [rdma_state, memlock]
+@node_check(
+    "rdma.gid_index",
+    "The GID NCCL_IB_GID_INDEX names is a RoCE v2 GID on every RoCE port NCCL uses",
+    needs=("rdma", "env"),
+    codes={
+        "rdma.gid_index": "NCCL_IB_GID_INDEX names no GID, or a RoCE v1 one, on a RoCE port",
+    },
+)
+def gid_index(facts: NodeFacts) -> Iterator[Finding]:
+    rdma = _rdma(facts)
+    env = need(facts.env, "environment")
+    settings = nccl_settings(env, facts.nccl if not isinstance(facts.nccl, Missing) else None)
+    setting = settings.get("NCCL_IB_GID_INDEX")
+    if setting is None:
+        raise Skip("NCCL_IB_GID_INDEX is not set: NCCL (2.21+) and RCCL pick a RoCE v2 GID")
+    try:
+        wanted = int(setting.value.strip(), 0)
+    except ValueError:
+        wanted = None
+    if wanted == -1:
+        raise Skip("NCCL_IB_GID_INDEX=-1: NCCL picks the GID itself")
+    used = {(p.hca, p.port) for p in ib_choice(rdma, settings).ports}  # NCCL_IB_HCA's pick
+    bad = []
+    for hca in rdma.hcas:
+        for port in hca.ports:
+            if not port.active or port.link_layer != "Ethernet":
+                continue
+            if (hca.name, port.number) not in used:
+                continue  # NCCL_IB_HCA leaves it out
+            gid = next((g for g in port.gids if g.index == wanted), None)
+            if gid is None:
+                bad.append(f"{hca.name} port {port.number}: no GID at index {setting.value}")
+            elif gid.type != "RoCE v2":
+                bad.append(
+                    f"{hca.name} port {port.number}: gid {gid.index} is {gid.type or 'untyped'} "
+                    f"({gid.gid})"
+                )
+    if not bad:
+        return
+    v2 = sorted({g.index for h in rdma.hcas for p in h.ports for g in p.gids if g.routable_v2})
+    yield Finding(
+        "rdma.gid_index",
+        Severity.FAIL,
+        f"NCCL_IB_GID_INDEX={setting.value} ({setting.source}) does not name a RoCE v2 GID on "
+        f"{len(bad)} RoCE port(s): queue pairs fail to connect or traffic is not routed",
+        evidence=(*bad[:10], f"RoCE v2 GIDs with an address sit at index {v2 or 'none'}"),
+        fix=Fix(
+            "Unset it (NCCL 2.21+ and RCCL pick a RoCE v2 GID), or set the index a RoCE v2 GID "
+            "with an IP address has on every node.",
+            (
+                "unset NCCL_IB_GID_INDEX",
+                *(f"export NCCL_IB_GID_INDEX={i}" for i in v2[:1]),
+                "show_gids",
+            ),
+        ),
+        data={"index": setting.value},
+    )
+
+
+CHECKS = [rdma_state, memlock, gid_index]

@@ -62,7 +62,15 @@ def cuda_driver_version(f: NodeFacts) -> Value:
 def nccl_versions(f: NodeFacts) -> Value:
     if isinstance(f.nccl, Missing):
         return f.nccl
-    return _joined(list({v.version for v in f.nccl.libraries if isinstance(v.version, str)}))
+    return _joined(
+        list(
+            {
+                f"RCCL {v.version}" if v.rccl else v.version
+                for v in f.nccl.libraries
+                if isinstance(v.version, str)
+            }
+        )
+    )
 
 
 def torch_nccl_version(f: NodeFacts) -> Value:

@@ -248,11 +248,14 @@ def derive(probed: Mapping[str, NodeFacts], reach: Reachability | Missing) -> di
 
 
 def gpu_counts(facts: Mapping[str, NodeFacts]) -> dict[str, int]:
-    """NVIDIA GPUs per node, from the PCI facts (0 where unknown)."""
+    """GPUs torch's "nccl" backend can use per node, from the PCI facts (0 where unknown):
+    NVIDIA's, and AMD's where torch is a ROCm build (its "nccl" is then RCCL)."""
     counts = {}
     for name, node in facts.items():
         devices = node.pci if isinstance(node.pci, list) else []
-        counts[name] = sum(1 for d in devices if d.is_nvidia_gpu)
+        torch = None if isinstance(node.frameworks, Missing) else node.frameworks.torch
+        rocm = torch is not None and torch.hip is not None
+        counts[name] = sum(1 for d in devices if d.is_nvidia_gpu or (rocm and d.is_amd_gpu))
     return counts
 
 
@@ -262,8 +265,9 @@ def job_for(
     facts: Mapping[str, NodeFacts],
     python: str | None,
 ) -> Job:
-    """The allreduce to run: the backend (auto: NCCL where every node has a GPU), ranks, and the
-    recommendation to try when the configured run's environment differs from it."""
+    """The allreduce to run: the backend (auto: NCCL, or RCCL with a ROCm torch, where every node
+    has a GPU), ranks, and the recommendation to try when the configured run's environment
+    differs from it."""
     from doctor.allreduce.stage import Job
 
     if all(n.local for n in nodes) and settings.backend != "nccl":

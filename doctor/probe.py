@@ -51,6 +51,11 @@ ENV_PREFIXES = (
     "UCX_",
     "CUDA_",
     "NVIDIA_",
+    "HSA_",
+    "HIP_",
+    "ROCR_",
+    "ROCM_",
+    "RCCL_",
     "TORCH_",
     "MASTER_",
     "HOROVOD_",
@@ -97,6 +102,9 @@ class Probe(object):
 
     def __init__(self, spec):
         self.spec = spec
+        # Tests point the readers (read, listdir, readlink) at a written sysfs tree; captures
+        # keep the node's own paths. On nodes the root is "" and paths are read as they are.
+        self.root = spec.get("root") or ""
         self.files = {}
         self.dirs = {}
         self.links = {}
@@ -111,7 +119,7 @@ class Probe(object):
         if path in self.files:
             return self.files[path].get("text")
         try:
-            with open(path, "rb") as handle:
+            with open(self.root + path, "rb") as handle:
                 data = handle.read(limit + 1)
             entry = {"text": data[:limit].decode("utf-8", "replace")}  # type: Dict[str, Any]
             if len(data) > limit:
@@ -126,7 +134,7 @@ class Probe(object):
         if path in self.dirs:
             return self.dirs[path].get("entries")
         try:
-            entry = {"entries": sorted(os.listdir(path))}
+            entry = {"entries": sorted(os.listdir(self.root + path))}
         except OSError as exc:
             entry = _os_error(exc)
         with self._lock:
@@ -137,12 +145,21 @@ class Probe(object):
         if path in self.links:
             return self.links[path].get("target")
         try:
-            entry = {"target": os.readlink(path)}
+            entry = {"target": os.readlink(self.root + path)}
         except OSError as exc:
             entry = _os_error(exc)
         with self._lock:
             self.links[path] = entry
         return entry.get("target")
+
+    def realpath(self, path):
+        """Record where a sysfs path really leads (its device's place in the PCI tree)."""
+
+        def resolve():
+            real = os.path.realpath(self.root + path)
+            return real[len(self.root) :] if self.root and real.startswith(self.root) else real
+
+        return self.value("realpath:" + path, resolve)
 
     def value(self, name, fn):
         """Record the result of an in-process call, or the error it raised."""
@@ -288,10 +305,11 @@ def collect_pci(p):
         p.readlink(path + "/driver")
         # The resolved path (…/pci0000:00/0000:00:01.0/0000:01:00.0) gives the bridge chain
         # that GPU-NIC distances are computed from, the way NCCL's topology code does.
-        real = p.value("realpath:" + path, lambda d=path: os.path.realpath(d))
+        real = p.realpath(path)
         klass = p.read(path + "/class") or ""
-        nvidia = (p.read(path + "/vendor") or "").strip() == NVIDIA_VENDOR
-        if isinstance(real, str) and (klass.startswith("0x02") or (nvidia and klass[:4] == "0x03")):
+        vendor = (p.read(path + "/vendor") or "").strip()
+        gpu = klass[:4] in ("0x03", "0x12") and vendor in (NVIDIA_VENDOR, AMD_VENDOR)
+        if isinstance(real, str) and (klass.startswith("0x02") or gpu):
             above.update(real.split("/")[:-1])
     for dev in devices:
         path = root + "/" + dev
@@ -300,7 +318,7 @@ def collect_pci(p):
             # first 256 bytes, which only root may read): redirected peer-to-peer traffic
             # between GPUs and NICs below it goes round the root complex. Only these bridges:
             # a large server has a hundred, 8 KiB of capture each.
-            p.value("pci-config:" + path, lambda d=path: _config_hex(d))
+            p.value("pci-config:" + path, lambda d=path: _config_hex(p.root + d))
 
 
 # -- topo: NIC placement, nvidia-smi's matrix, raw NVML answers -----------------------------
@@ -417,11 +435,11 @@ def collect_topo(p):
     for iface in p.listdir("/sys/class/net") or []:
         device = "/sys/class/net/%s/device" % iface
         # Software devices have no "device" link; realpath() would invent a path for them.
-        if os.path.exists(device):
-            p.value("realpath:" + device, lambda d=device: os.path.realpath(d))
+        if os.path.exists(p.root + device):
+            p.realpath(device)
     for hca in p.listdir("/sys/class/infiniband") or []:
         base = "/sys/class/infiniband/" + hca
-        p.value("realpath:" + base + "/device", lambda d=base + "/device": os.path.realpath(d))
+        p.realpath(base + "/device")
         p.listdir(base + "/device/net")
         for port in p.listdir(base + "/ports") or []:
             for attr in ("state", "link_layer", "rate"):
@@ -667,6 +685,7 @@ NCCL_LOG_ENV = {
     "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET",
 }
 NCCL_CALL_TIMEOUT = 4.0
+NCCL_LIBS = ("libnccl.so", "librccl.so")
 # Loads one libnccl, asks its version and a unique id (which runs NCCL's own bootstrap interface
 # selection, no GPU needed; the listening socket dies with this child), and reads the version
 # banner NCCL keeps as a literal in the binary. NCCL logs to stdout, so our result is one line
@@ -677,7 +696,7 @@ out = {}
 try:
     with open(sys.argv[1], "rb") as f:
         m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        found = re.compile(rb"NCCL version \d+\.\d+\.\d+[^\x00\s]*").search(m, 0, 64 << 20)
+        found = re.compile(rb"[NR]CCL version[ :]*\d+\.\d+\.\d+[^\x00\s]*").search(m, 0, 64 << 20)
         out["banner"] = found.group(0).decode("ascii", "replace") if found else None
 except Exception as exc:
     out["banner_error"] = "%s: %s" % (type(exc).__name__, exc)
@@ -714,6 +733,9 @@ def _ldconfig(p):
 def nccl_lib_dirs(p):
     """Every folder a libnccl or NCCL net plugin could be loaded from, listed in the capture."""
     dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    # ROCm's own librccl, where ROCm says it is installed ($ROCM_PATH, else /opt/rocm).
+    for rocm in rocm_dirs():
+        dirs.append(rocm + "/lib")
     for site in p.value("sys.path", _site_dirs) or []:
         # nvidia-nccl-cu12/cu13 wheels, the CUDA 13 combined wheel layout, torch's own copy;
         # listed only under folders that hold those packages, to keep the capture small.
@@ -773,13 +795,14 @@ def collect_nccl(p):
         child.start()
         children[real] = child
 
+    # RCCL (librccl.so) is NCCL's API for AMD GPUs: the same child asks it the same questions.
     for folder in nccl_lib_dirs(p):
         for entry in p.listdir(folder) or []:
-            if entry.startswith("libnccl.so"):
+            if entry.startswith(NCCL_LIBS):
                 ask(os.path.join(folder, entry))
     for line in (_ldconfig(p).get("stdout") or "").splitlines():
         name, _, target = line.strip().partition(" => ")
-        if name.startswith("libnccl.so") and target:
+        if name.startswith(NCCL_LIBS) and target:
             ask(target.strip())
     for child in children.values():
         child.join()
@@ -944,6 +967,223 @@ def collect_nvidia_host(p):
     p.value("nvidia:fabricmanager", _fabric_manager)
 
 
+# -- AMD GPUs: amdgpu's sysfs, the KFD topology, ROCm, amd-smi --------------------------------
+AMD_VENDOR = "0x1002"
+DRM_ROOT = "/sys/class/drm"
+KFD_ROOT = "/sys/class/kfd/kfd"
+# What amdgpu exposes per GPU under /sys/class/drm/cardN/device (the kernel's amdgpu sysfs docs).
+AMD_CARD_ATTRS = (
+    "vendor",
+    "device",
+    "numa_node",
+    "current_link_width",
+    "max_link_width",
+    "current_link_speed",
+    "max_link_speed",
+    "unique_id",
+    "serial_number",
+    "product_name",
+    "vbios_version",
+    "mem_info_vram_total",
+)
+# RCCL's GPUDirect RDMA probe (src/transport/net_ib.cc ncclIbGdrSupport): the amdkfd peer-memory
+# client's version file in one of these places, else ib_register_peer_memory_client in kallsyms.
+AMD_PEER_MEMORY = (
+    "/sys/kernel/mm/memory_peers/amdkfd/version",
+    "/sys/kernel/memory_peers/amdkfd/version",
+    "/sys/memory_peers/amdkfd/version",
+)
+PEER_SYMBOL = "ib_register_peer_memory_client"
+# RCCL's DMA-BUF probe (src/misc/rocmwrap.cc) wants both in /boot/config-<release>.
+DMABUF_CONFIG = ("CONFIG_DMABUF_MOVE_NOTIFY", "CONFIG_PCI_P2PDMA")
+AMD_MARK = "@@cluster-doctor-amd@@"
+AMD_SMI_TIMEOUT = 10.0
+# The slots doctor/facts/amd_text.py reads (a pasted output lands in the same ones).
+ROCM_SMI = "amd:rocm-smi"
+AMD_SMI_TREE = "amd:amd-smi-tree"
+AMD_SMI_TOPOLOGY = "amd:amd-smi-topology"
+# The amdsmi Python bindings (they load ROCm's libamd_smi.so; without it their import raises
+# other errors than ImportError): ECC, bad pages, processes, firmware, link types between GPUs.
+AMD_SNIPPET = r"""
+import json, sys
+
+
+def call(fn, *args):
+    try:
+        value = fn(*args)
+    except Exception as exc:
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
+    return {"value": plain(value)}
+
+
+def plain(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return dict((str(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(getattr(value, "name", None), str) and type(value) not in (str, int, bool):
+        return value.name  # enums (IntEnum is an int too): their name says what they are
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+out = {}
+try:
+    import amdsmi
+except Exception as exc:
+    out["amdsmi"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+else:
+    out["amdsmi"] = {"value": getattr(amdsmi, "__file__", None)}
+    out["init"] = call(amdsmi.amdsmi_init)
+    if "value" in out["init"]:
+        out["lib_version"] = call(amdsmi.amdsmi_get_lib_version)
+        handles = call(amdsmi.amdsmi_get_processor_handles)
+        hs = []
+        if "error" in handles:
+            out["handles"] = handles
+        else:
+            hs = amdsmi.amdsmi_get_processor_handles()
+        out["devices"] = []
+        for index, h in enumerate(hs):
+            out["devices"].append({
+                "index": index,
+                "bdf": call(amdsmi.amdsmi_get_gpu_device_bdf, h),
+                "uuid": call(amdsmi.amdsmi_get_gpu_device_uuid, h),
+                "asic": call(amdsmi.amdsmi_get_gpu_asic_info, h),
+                "driver": call(amdsmi.amdsmi_get_gpu_driver_info, h),
+                "vbios": call(amdsmi.amdsmi_get_gpu_vbios_info, h),
+                "firmware": call(amdsmi.amdsmi_get_fw_info, h),
+                "ecc": call(amdsmi.amdsmi_get_gpu_total_ecc_count, h),
+                "bad_pages": call(amdsmi.amdsmi_get_gpu_bad_page_info, h),
+                "processes": call(amdsmi.amdsmi_get_gpu_process_list, h),
+            })
+        out["links"] = []
+        for i in range(len(hs)):
+            for j in range(i + 1, len(hs)):
+                link = call(amdsmi.amdsmi_topo_get_link_type, hs[i], hs[j])
+                out["links"].append({"a": i, "b": j, "link": link})
+        call(amdsmi.amdsmi_shut_down)
+sys.stdout.write("\n" + sys.argv[1] + json.dumps(out) + "\n")
+"""
+
+
+def rocm_dirs():
+    """Where ROCm is installed: $ROCM_PATH, then /opt/rocm (ROCm's installation docs)."""
+    out = []
+    for folder in (os.environ.get("ROCM_PATH"), "/opt/rocm"):
+        if folder and folder.rstrip("/") not in out:
+            out.append(folder.rstrip("/"))
+    return out
+
+
+def _amd_cards(p):
+    """The DRM cards whose PCI device is AMD's (connectors like card0-DP-1 are not cards)."""
+    cards = []
+    for card in p.listdir(DRM_ROOT) or []:
+        if card.startswith("card") and card[4:].isdigit():
+            device = DRM_ROOT + "/" + card + "/device"
+            if (p.read(device + "/vendor") or "").strip() == AMD_VENDOR:
+                cards.append(device)
+    return cards
+
+
+def _kfd_topology(p):
+    nodes = KFD_ROOT + "/topology/nodes"
+    for node in p.listdir(nodes) or []:
+        base = nodes + "/" + node
+        for name in ("properties", "gpu_id", "name"):
+            p.read(base + "/" + name)
+        for kind in ("io_links", "p2p_links"):  # p2p_links: the indirect links newer kernels add
+            for link in p.listdir(base + "/" + kind) or []:
+                p.read(base + "/" + kind + "/" + link + "/properties")
+    # Processes with GPU memory: /sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id> (bytes).
+    procs = KFD_ROOT + "/proc"
+    for pid in p.listdir(procs) or []:
+        for entry in p.listdir(procs + "/" + pid) or []:
+            if entry.startswith("vram_"):
+                p.read(procs + "/" + pid + "/" + entry)
+        p.read("/proc/" + pid + "/comm")
+
+
+def _lines_with(p, path, words, limit=64):
+    """The lines of a (large) file that contain any of ``words``: kallsyms is megabytes."""
+    found = []
+    with open(p.root + path, "rb") as handle:
+        for raw in handle:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if any(w in line for w in words):
+                found.append(line)
+                if len(found) >= limit:
+                    break
+    return found
+
+
+def collect_amd(p):
+    """AMD GPUs from sysfs first (amdgpu, KFD), ROCm's version files, then amdsmi if usable."""
+    cards = _amd_cards(p)
+    p.read("/sys/module/amdgpu/version")
+    kfd = p.listdir(KFD_ROOT + "/topology/nodes")
+    tools = dict((name, _rocm_tool(name)) for name in ("amd-smi", "rocm-smi"))
+    if not cards and kfd is None and not any(tools.values()):
+        return
+    for device in cards:
+        p.readlink(device)  # ../../../0000:c1:00.0: the link's last part is the PCI address
+        for attr in AMD_CARD_ATTRS:
+            p.read(device + "/" + attr)
+        for entry in p.listdir(device + "/ras") or []:
+            if entry.endswith("_err_count") or entry in ("features", "gpu_vram_bad_pages"):
+                p.read(device + "/ras/" + entry)
+        for entry in p.listdir(device + "/fw_version") or []:  # one file per firmware block
+            p.read(device + "/fw_version/" + entry)
+        p.read(device + "/xgmi_hive_info/xgmi_hive_id")  # one id for every GPU of a hive
+    _kfd_topology(p)
+    for rocm in rocm_dirs():
+        p.read(rocm + "/.info/version")
+    p.listdir("/opt")  # side-by-side installs: /opt/rocm-6.2.0, /opt/rocm-6.3.1
+    # The host settings RCCL warns about at init (src/init.cc) and its GPUDirect RDMA probes.
+    for path in ("/proc/sys/kernel/numa_balancing", "/proc/cmdline"):
+        p.read(path)
+    p.read("/sys/devices/virtual/dmi/id/bios_version")  # RCCL skips the iommu check on Hyper-V
+    for path in AMD_PEER_MEMORY:
+        p.read(path)
+    p.value("kallsyms:" + PEER_SYMBOL, lambda: _lines_with(p, "/proc/kallsyms", (PEER_SYMBOL,)))
+    release = platform.release()
+    p.value(
+        "kernel-config:" + release,
+        lambda: _lines_with(p, "/boot/config-" + release, DMABUF_CONFIG),
+    )
+    # amdsmi_init walks every GPU: slower than one NVML call, and a wedged driver hangs it. The
+    # tools run only where sysfs cannot show the GPUs or their links (a container without
+    # /sys/class/kfd), in parallel, each under the same deadline.
+    runs = [("amdsmi", [sys.executable, "-c", AMD_SNIPPET, AMD_MARK])]
+    if not cards or kfd is None:
+        if tools["amd-smi"]:
+            runs.append((AMD_SMI_TREE, [tools["amd-smi"], "static"]))
+            runs.append((AMD_SMI_TOPOLOGY, [tools["amd-smi"], "topology"]))
+        elif tools["rocm-smi"]:
+            runs.append((ROCM_SMI, [tools["rocm-smi"], "--showtopo", "--showbus"]))
+    timeout = min(AMD_SMI_TIMEOUT, max(1.0, float(p.spec["deadline"]) / 2))
+    threads = [
+        threading.Thread(target=p.run, args=run, kwargs={"timeout": timeout}) for run in runs
+    ]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _rocm_tool(name):
+    """amd-smi or rocm-smi: on PATH, else in ROCm's bin folder."""
+    for folder in rocm_dirs():
+        if os.access(folder + "/bin/" + name, os.X_OK):
+            return which(name) or folder + "/bin/" + name
+    return which(name)
+
+
 def _python_file(p, module, name):
     """Read one file of a package that sits next to this interpreter, without importing it."""
     folder = module_dir(p, module)
@@ -1001,10 +1241,11 @@ import json, sys, time
 started = time.monotonic()
 import torch
 out = {"import_seconds": round(time.monotonic() - started, 3), "version": torch.__version__,
-       "cuda": torch.version.cuda, "file": torch.__file__}
+       "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None),
+       "file": torch.__file__}
 try:
     out["cuda_available"] = torch.cuda.is_available()
-    if torch.version.cuda:
+    if torch.version.cuda or out["hip"]:  # a ROCm build's torch.cuda.nccl is RCCL
         out["nccl"] = list(torch.cuda.nccl.version())
 except Exception as exc:
     out["error"] = "%s: %s" % (type(exc).__name__, exc)
@@ -1015,7 +1256,8 @@ try:
 except Exception as exc:
     out["distributed"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
 with open("/proc/self/maps") as maps:
-    out["mapped_nccl"] = sorted({l.split()[-1] for l in maps if "libnccl" in l and "/" in l})
+    out["mapped_nccl"] = sorted({l.split()[-1] for l in maps
+                                 if ("libnccl" in l or "librccl" in l) and "/" in l})
 sys.stdout.write("\n" + sys.argv[1] + json.dumps(out) + "\n")
 """
 
@@ -1048,6 +1290,7 @@ SECTIONS = [
     ("nccl", collect_nccl),
     ("nvidia", collect_nvidia),
     ("nvidia-host", collect_nvidia_host),
+    ("amd", collect_amd),
     ("mpi", collect_mpi),
     ("frameworks", collect_frameworks),
     ("extra", collect_extra),

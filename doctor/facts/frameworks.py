@@ -31,20 +31,22 @@ class TorchRuntime:
 
     version: str
     cuda: str | None
-    nccl: str | None  # torch.cuda.nccl.version(): the NCCL headers it was compiled with
+    nccl: str | None  # torch.cuda.nccl.version(): the NCCL (RCCL on ROCm) it was compiled with
     mapped_nccl: tuple[str, ...]  # the libnccl files mapped into the process after import
     cuda_available: bool | None
     backends: tuple[str, ...]  # torch.distributed backends available: nccl, gloo, mpi
     import_seconds: float
+    hip: str | None = None  # torch.version.hip: the HIP of a ROCm build
 
 
 @dataclass(frozen=True)
 class TorchFacts:
     package: Package
-    cuda: str | None  # the CUDA it was built for; None for a CPU build
+    cuda: str | None  # the CUDA it was built for; None for a CPU or ROCm build
     git_version: str | None
     nccl_pin: str | None  # the nvidia-nccl-cu* version its wheel metadata pins
     runtime: TorchRuntime | Missing | None  # None: the probe was not asked to import torch
+    hip: str | None = None  # the HIP (ROCm) it was built for; None for a CUDA or CPU build
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,7 @@ def parse_torch_runtime(cap: Capture) -> TorchRuntime | Missing | None:
         cuda_available=data.get("cuda_available"),
         backends=tuple(sorted(k for k, v in dist.items() if v is True)),
         import_seconds=float(data.get("import_seconds", 0.0)),
+        hip=data.get("hip") if isinstance(data.get("hip"), str) else None,
     )
 
 
@@ -171,13 +174,14 @@ def parse_torch(cap: Capture) -> TorchFacts | None:
     pkg, values = build
     values = values or {}
     pins = (_NCCL_PIN.match(r) for r in pkg.requires)
-    cuda, git = values.get("cuda"), values.get("git_version")
+    cuda, git, hip = values.get("cuda"), values.get("git_version"), values.get("hip")
     return TorchFacts(
         package=pkg,
         cuda=cuda if isinstance(cuda, str) else None,
         git_version=git if isinstance(git, str) else None,
         nccl_pin=next((m.group(1) for m in pins if m), None),
         runtime=parse_torch_runtime(cap),
+        hip=hip if isinstance(hip, str) else None,
     )
 
 

@@ -93,9 +93,12 @@ class Gpu:
     ecc_uncorrected_aggregate: int | None  # over the GPU's life
     ecc_corrected_volatile: int | None
     health: GpuHealth = field(default_factory=GpuHealth)
+    vendor: Literal["nvidia", "amd"] = "nvidia"
 
 
-Source = Literal["nvml", "nvidia-smi", "nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi table"]
+Source = Literal[
+    "nvml", "nvidia-smi", "nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi table", "amdgpu"
+]
 SOURCES: dict[str, Source] = {
     "nvidia-smi:xml": "nvidia-smi -q -x",
     "nvidia-smi:query": "nvidia-smi -q",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.capture import Capture, CommandResult
+from doctor.facts.amd import rocm_roots
 from doctor.facts.child import last_words, marked
 from doctor.facts.frameworks import torch_build
 from doctor.model import Missing
@@ -20,6 +21,8 @@ LOG_SLOT = "nccl:debug_log"
 LOGGED = "NCCL_DEBUG=INFO log"  # the library's "path" when all we have is what its log said
 BANNER = re.compile(r"NCCL version (\d+\.\d+\.\d+)(\S*?)\+cuda(\d+\.\d+)")
 SONAME = "libnccl.so.2"
+# RCCL, NCCL's API for AMD GPUs: the same calls answer, so it is one more library here.
+LIBRARIES = ("libnccl.so", "librccl.so")
 # ncclResult_t (nccl.h): what a failed call returned.
 RESULTS = {
     1: "ncclUnhandledCudaError",
@@ -49,6 +52,10 @@ class NcclLibrary:
     cuda: str | None  # the CUDA it was built for ("12.9"), from the banner
     unique_id_hex: str | Missing  # ncclGetUniqueId: 128 bytes (magic, bootstrap sockaddr)
     debug_log: str  # NCCL's own INFO log from that call (INIT,BOOTSTRAP,ENV,NET)
+
+    @property
+    def rccl(self) -> bool:
+        return any(posixpath.basename(p).startswith("librccl") for p in (self.path, *self.found_as))
 
 
 @dataclass(frozen=True)
@@ -134,14 +141,14 @@ def parse_call(result: CommandResult | Missing, path: str) -> _Call:
 
 
 def _ldconfig_entries(cap: Capture) -> list[tuple[str, str]]:
-    """(name, path) for every libnccl* line of ``ldconfig -p``, in cache order."""
+    """(name, path) for every libnccl* and librccl* line of ``ldconfig -p``, in cache order."""
     result = cap.command("ldconfig")
     if isinstance(result, Missing):
         return []
     out = []
     for line in result.stdout.splitlines():
         name, sep, target = line.strip().partition(" => ")
-        if sep and name.startswith("libnccl"):
+        if sep and name.startswith(("libnccl", "librccl")):
             out.append((name.split(" ", 1)[0], target.strip()))
     return out
 
@@ -173,9 +180,11 @@ def _candidates(cap: Capture) -> list[tuple[str, str]]:
         (posixpath.join(d, e), "LD_LIBRARY_PATH")
         for d in _ld_library_dirs(cap)
         for e in _listed(cap, d)
-        if e.startswith("libnccl")
+        if e.startswith(("libnccl", "librccl"))
     ]
     found += [(path, "ldconfig") for _, path in _ldconfig_entries(cap)]
+    for folder in (f"{root}/lib" for root in rocm_roots(cap)):
+        found += [(posixpath.join(folder, e), "rocm") for e in _listed(cap, folder)]
     for site in _site_dirs(cap):
         for sub, source in SITE_SUBDIRS:
             folder = posixpath.join(site, sub)
@@ -193,10 +202,14 @@ def _torch_pick(cap: Capture) -> str | Missing | None:
     if build is None:
         return Missing("torch is not installed for the probe's Python", "absent")
     pkg, values = build
-    own = sorted(e for e in _listed(cap, f"{pkg.location}/lib") if e.startswith("libnccl.so"))
+    own = sorted(e for e in _listed(cap, f"{pkg.location}/lib") if e.startswith(LIBRARIES))
     if own:
         return _real(cap, f"{pkg.location}/lib/{own[0]}")
     cuda = values.get("cuda") if values is not None else None
+    if values is not None and isinstance(values.get("hip"), str):
+        # A ROCm build links ROCm's librccl.so.1, as the dynamic loader finds it.
+        rocm = [path for name, path in _ldconfig_entries(cap) if name.startswith("librccl.so")]
+        return _real(cap, rocm[0]) if rocm else Missing("torch (ROCm) finds no librccl", "absent")
     if values is not None and not isinstance(cuda, str):
         return None  # a CPU build: no NCCL at all
     subs = ["nvidia/nccl/lib"] + ([f"nvidia/cu{cuda.split('.')[0]}/lib"] if cuda else [])
@@ -272,7 +285,7 @@ def parse_nccl(cap: Capture) -> NcclFacts | Missing:
             if path not in plugins:
                 plugins.append(path)
             continue
-        if not name.startswith("libnccl.so"):
+        if not name.startswith(LIBRARIES):
             continue
         names, sources = by_real.setdefault(_real(cap, path), ([], []))
         if path not in names:

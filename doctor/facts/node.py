@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from doctor.capture import Capture
+from doctor.facts.amd import parse_amd
+from doctor.facts.amd_types import AmdFacts
 from doctor.facts.driver import DriverFacts, parse_driver
 from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
 from doctor.facts.gpu_host import GpuHostFacts, parse_gpu_host
-from doctor.facts.gpus import GpuFacts, parse_gpus
+from doctor.facts.gpu_vendors import parse_gpus
+from doctor.facts.gpus import GpuFacts
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.mpi import MpiFacts, parse_mpi
 from doctor.facts.nccl import NcclFacts, parse_nccl
@@ -46,6 +49,7 @@ class NodeFacts:
     driver: DriverFacts | Missing
     gpus: GpuFacts | Missing
     gpu_host: GpuHostFacts | Missing
+    amd: AmdFacts | Missing
     mpi: MpiFacts | Missing
     frameworks: FrameworkFacts | Missing
     # Derived, not parsed: what NCCL, Gloo and Open MPI will use here and what to set, on the
@@ -81,6 +85,7 @@ PARSERS: dict[str, Callable[[Capture], Any]] = {
     "driver": parse_driver,
     "gpus": parse_gpus,
     "gpu_host": parse_gpu_host,
+    "amd": parse_amd,
     "mpi": parse_mpi,
     "frameworks": parse_frameworks,
     "net": parse_net,

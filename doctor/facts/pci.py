@@ -9,8 +9,10 @@ from doctor.model import Missing
 
 ROOT = "/sys/bus/pci/devices"
 VENDOR_NVIDIA = 0x10DE
+VENDOR_AMD = 0x1002
 VENDOR_MELLANOX = 0x15B3
 CLASS_DISPLAY = 0x03  # base class: 0x0300 VGA, 0x0302 3D controller (data-centre GPUs)
+CLASS_ACCELERATOR = 0x12  # processing accelerators: AMD Instinct MI300 and later
 CLASS_NETWORK = 0x02  # 0x0200 Ethernet, 0x0207 InfiniBand
 CLASS_BRIDGE = 0x06  # 0x0604 PCI bridge/switch port; NVSwitch reports 0x0680
 
@@ -90,6 +92,10 @@ class PciDevice:
     @property
     def is_nvidia_gpu(self) -> bool:
         return self.vendor == VENDOR_NVIDIA and self.base_class == CLASS_DISPLAY
+
+    @property
+    def is_amd_gpu(self) -> bool:
+        return self.vendor == VENDOR_AMD and self.base_class in (CLASS_DISPLAY, CLASS_ACCELERATOR)
 
 
 def _hex(text: str | Missing) -> int | None:

@@ -6,9 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from doctor.capture import Capture
+from doctor.facts.amd import parse_amd
+from doctor.facts.amd_types import AmdFacts
 from doctor.facts.pci import PciDevice, parse_pci
 from doctor.model import Missing
-from doctor.topo.matrix import KNOWN_COLUMNS, Topology
+from doctor.topo.matrix import KNOWN_COLUMNS, Topology, xgmi_label
 from doctor.topo.nvml import (
     NVSWITCH_CLASS,
     NvmlGpu,
@@ -57,8 +59,8 @@ class Nic:
 
 @dataclass(frozen=True)
 class TopoFacts:
-    # "nvml", "nvidia-smi" or "sysfs": where the GPU matrix came from; "nvlink" where a paste
-    # gave only `nvidia-smi nvlink` (NVLink per GPU in ``nvml``, no matrix)
+    # "nvml", "nvidia-smi", "kfd" (AMD) or "sysfs": where the GPU matrix came from; "nvlink"
+    # where a paste gave only `nvidia-smi nvlink` (NVLink per GPU in ``nvml``, no matrix)
     source: str
     topology: Topology
     nics: tuple[Nic, ...]  # every PCI NIC sysfs shows
@@ -229,6 +231,38 @@ def _from_sysfs(
     return _matrix(names, nics, {}, gpu_places, affinity, KNOWN_COLUMNS[:2], notes)
 
 
+def _from_kfd(
+    amd: AmdFacts,
+    pci: list[PciDevice],
+    places: dict[str, PciPlace],
+    nics: list[Nic],
+    notes: list[str],
+) -> Topology:
+    """AMD GPUs in PCI bus order (HIP's), XGMI pairs from the KFD topology, PCIe by distance."""
+    names = [f"GPU{i}" for i in range(len(amd.gpus))]
+    if nics and any(g.bus_id not in places for g in amd.gpus):
+        notes.append("a GPU has no sysfs path: NICs left out of the matrix")
+        nics = []
+    links = amd.pair_links()
+    labels = {}
+    for i, a in enumerate(amd.gpus):
+        for j, b in enumerate(amd.gpus):
+            link = links.get(frozenset((a.bus_id, b.bus_id)))
+            if i != j and link is not None and link.type == "XGMI":
+                labels[(i, j)] = xgmi_label(link.hops)
+    gpu_places = {
+        n: places[g.bus_id] for n, g in zip(names, amd.gpus, strict=True) if g.bus_id in places
+    }
+    by_address = {d.address: d for d in pci}
+    affinity = []
+    for g in amd.gpus:
+        dev = by_address.get(g.bus_id)
+        numa = g.numa_node if g.numa_node is not None and g.numa_node >= 0 else None
+        cpus = dev.local_cpus if dev is not None and dev.local_cpus else "N/A"
+        affinity.append((cpus, "N/A" if numa is None else str(numa)))
+    return _matrix(names, nics, labels, gpu_places, affinity, KNOWN_COLUMNS[:2], notes)
+
+
 def cross_check(ours: Topology, smi: Topology) -> tuple[str, ...]:
     """Pairs both matrices name whose labels differ: 'GPU0-mlx5_0: PXB here, PIX in nvidia-smi'."""
     shared = [d for d in ours.devices if d in smi.devices]
@@ -291,8 +325,11 @@ def parse_topo(cap: Capture) -> TopoFacts | Missing:
         source = "nvml"
     else:
         gpus, p2p = (), {}
+        amd = parse_amd(cap)
         if isinstance(smi, Topology):
             topo, source = smi, "nvidia-smi"
+        elif not isinstance(amd, Missing) and amd.gpus and amd.links:
+            topo, source = _from_kfd(amd, pci, places, nics, notes), "kfd"
         else:
             notes.append(smi.reason)
             topo, source = _from_sysfs(pci, places, nics, notes), "sysfs"

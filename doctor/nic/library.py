@@ -17,6 +17,9 @@ def pick(facts: NodeFacts) -> NcclLibrary | None:
         lib = nccl.library(path) if isinstance(path, str) else None
         if lib is not None:
             return lib
+    if not isinstance(facts.amd, Missing) and facts.amd.gpus:
+        # An AMD node's jobs load RCCL: its interface choice is the one to predict.
+        return next((lib for lib in nccl.libraries if lib.rccl), nccl.libraries[0])
     return nccl.libraries[0]
 
 

@@ -6,13 +6,14 @@ same) and, for docs/paste.md and the error line, one line in DESCRIPTIONS.
 
 from __future__ import annotations
 
-from doctor.paste import env, mpi, nccl, net, nvidia, rdma
+from doctor.paste import amd, env, mpi, nccl, net, nvidia, rdma
 from doctor.paste.kind import Kind
 
 # Most specific first: an NCCL log line is tried before the looser shapes (`NAME=value`).
 KINDS: list[Kind] = [
     Kind(*k)
     for k in (
+        *amd.AMD_KINDS,  # before nvidia-smi topo -m: rocm-smi's GPU0 GPU1 ... header is not one
         *nvidia.NVIDIA_KINDS,
         *nccl.NCCL_KINDS,
         *mpi.MPI_KINDS,
@@ -23,6 +24,7 @@ KINDS: list[Kind] = [
 ]
 DESCRIPTIONS: dict[str, str] = {
     **nvidia.DESCRIPTIONS,
+    **amd.DESCRIPTIONS,
     **nccl.DESCRIPTIONS,
     **mpi.DESCRIPTIONS,
     **net.DESCRIPTIONS,

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from doctor.errors import UsageError
 from doctor.output import TopoFormat
-from doctor.topo.matrix import LEGEND, NVLINK
+from doctor.topo.matrix import gpu_fabric, legend
 from doctor.topo.smi_text import export_topo_text
 from doctor.topo.view import TopoView, nic_affinity, topo_json
 
@@ -34,7 +34,7 @@ def _width(header: list[str], rows: list[list[str]]) -> int:
 
 
 def _cell(label: str) -> Text:
-    style = "bold green" if NVLINK.fullmatch(label) else STYLES.get(label, "")
+    style = "bold green" if gpu_fabric(label) else STYLES.get(label, "")
     return Text(label, style=style)
 
 
@@ -63,7 +63,7 @@ def render_topology(view: TopoView, out: Console) -> None:
         finally:
             out.width = width
         out.print("\nLegend:")
-        for label, meaning in LEGEND:
+        for label, meaning in legend(topo.cells):
             out.print(f"  {label:<4} = {meaning}", highlight=False)
         if aliases:
             out.print("\nNIC Legend:")

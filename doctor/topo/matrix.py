@@ -10,6 +10,8 @@ PCIE_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 KNOWN_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 GPU_NAME = re.compile(r"GPU\d+")
 NVLINK = re.compile(r"NV(\d+)")
+# AMD's GPU fabric, as RCCL names its link type: "XGMI" one hop, "XGMI2" two hops (KFD's count).
+XGMI = re.compile(r"XGMI(\d*)")
 
 LEGEND = (
     ("X", "Self"),
@@ -19,11 +21,27 @@ LEGEND = (
     ("PXB", "multiple PCIe bridges, without crossing the PCIe host bridge"),
     ("PIX", "at most a single PCIe bridge"),
     ("NV#", "a bonded set of # NVLinks"),
+    ("XGMI#", "AMD Infinity Fabric (XGMI), # hops when more than one"),
 )
 
 
+def legend(cells: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, str], ...]:
+    """The legend for one matrix: one GPU fabric per node, NVLink's or (any XGMI cell) AMD's."""
+    amd = any(XGMI.fullmatch(c) for row in cells for c in row)
+    return tuple(item for item in LEGEND if item[0] != ("NV#" if amd else "XGMI#"))
+
+
 def is_label(text: str) -> bool:
-    return text == "X" or text in PCIE_LEVELS or NVLINK.fullmatch(text) is not None
+    return text == "X" or text in PCIE_LEVELS or gpu_fabric(text)
+
+
+def gpu_fabric(label: str) -> bool:
+    """NVLink or XGMI: a direct GPU-GPU link rather than PCIe."""
+    return NVLINK.fullmatch(label) is not None or XGMI.fullmatch(label) is not None
+
+
+def xgmi_label(hops: int | None) -> str:
+    return "XGMI" if not hops or hops == 1 else f"XGMI{hops}"
 
 
 def nvlink_count(label: str) -> int:
@@ -38,6 +56,9 @@ def closeness(label: str) -> tuple[int, int]:
         return (0, 0)
     if NVLINK.fullmatch(label):
         return (1, -nvlink_count(label))
+    xgmi = XGMI.fullmatch(label)
+    if xgmi:
+        return (1, int(xgmi.group(1) or 1))
     return (2 + PCIE_LEVELS.index(label), 0)
 
 
@@ -45,6 +66,8 @@ def nccl_path(label: str) -> str:
     """NCCL's path type for a label (NCCL has no NODE: it merges host bridges per NUMA node)."""
     if NVLINK.fullmatch(label):
         return "NVL"
+    if XGMI.fullmatch(label):
+        return "XGMI"  # RCCL's name for the link type NCCL calls NVL (src/graph/topo.cc)
     return {"X": "LOC", "NODE": "PHB"}.get(label, label)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from doctor.topo.matrix import GPU_NAME, KNOWN_COLUMNS, LEGEND, Topology, is_label
+from doctor.topo.matrix import GPU_NAME, KNOWN_COLUMNS, Topology, is_label, legend
 
 ANSI = re.compile(r"\x1b?\[[0-9;]*m")
 NIC_ALIAS = re.compile(r"NIC\d+")
@@ -156,7 +156,7 @@ def export_topo_text(topo: Topology) -> str:
     for i, name in enumerate(shown):
         lines.append("\t".join([name, *topo.cells[i], *topo.affinity[i]]))
     lines += ["", "Legend:", ""]
-    lines += [f"  {label:<4} = {meaning}" for label, meaning in LEGEND]
+    lines += [f"  {label:<4} = {meaning}" for label, meaning in legend(topo.cells)]
     if nic_names:
         lines += ["", "NIC Legend:", ""]
         lines += [f"  {alias}: {nic}" for nic, alias in nic_names.items()]

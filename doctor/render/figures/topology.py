@@ -16,7 +16,7 @@ from typing import Any
 
 from doctor.nodeset import compact
 from doctor.render.figures import as_dict, as_list, as_number, as_text, counted, dig
-from doctor.topo.matrix import NVLINK, PCIE_LEVELS, Topology, closeness, is_label
+from doctor.topo.matrix import PCIE_LEVELS, Topology, closeness, gpu_fabric, is_label
 
 BOX_W, BOX_H, GAP = 64, 28, 12  # a device's box and the space between two
 PAD, HEAD = 14, 36  # inside a socket: padding, and the heading's height (two lines)
@@ -96,7 +96,7 @@ def topology_of(facts: Any) -> Topology | None:
 
 
 def _path_kind(label: str) -> str:
-    if NVLINK.fullmatch(label):
+    if gpu_fabric(label):
         return "nvlink"
     level = PCIE_LEVELS.index(label) if label in PCIE_LEVELS else len(PCIE_LEVELS)
     return "near" if level <= 1 else "host" if level <= 3 else "far"
@@ -135,7 +135,7 @@ def build_graph(nodes: list[str], topo: Topology, facts: Any, source: str) -> Gr
     """The graph of one topology shared by ``nodes``."""
     place = _sockets(topo, facts)
     keys = sorted(set(place.values()), key=_socket_order)
-    nvlinks = {pair: label for pair, label in topo.links().items() if NVLINK.fullmatch(label)}
+    nvlinks = {pair: label for pair, label in topo.links().items() if gpu_fabric(label)}
     top = ARC_SPACE if nvlinks else 10
     boxes: dict[str, Box] = {}
     sockets = []

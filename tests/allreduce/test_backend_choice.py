@@ -1,0 +1,57 @@
+"""--backend auto: NCCL where every node has an NVIDIA GPU, RCCL (torch's "nccl" on a ROCm build)
+where every node has an AMD GPU and a ROCm torch, Gloo otherwise. The decision only: no AMD GPU
+here to run RCCL on."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from doctor.facts.frameworks import FrameworkFacts
+from doctor.facts.node import NodeFacts
+from doctor.facts.pci import PciDevice
+from doctor.inventory import Node
+from doctor.pipeline import job_for
+from doctor.request import AllreduceSettings
+from tests import factkit as fk
+
+
+def _amd_gpu(address: str) -> PciDevice:
+    """An MI300X as sysfs lists it: AMD's vendor id, class 0x1200 (processing accelerator)."""
+    return PciDevice(address, 0x1002, 0x74A1, 0x120000, "amdgpu", 0, "0-95", (address,))
+
+
+def _rocm_torch() -> FrameworkFacts:
+    frameworks = fk.torch("2.5.1+rocm6.2", cuda=None)
+    assert frameworks.torch is not None
+    return replace(frameworks, torch=replace(frameworks.torch, hip="6.2.41133-dd7f95766"))
+
+
+def _backend(*nodes: NodeFacts) -> tuple[str, dict[str, int]]:
+    inventory = [Node(n.node, address=f"10.0.0.{i}") for i, n in enumerate(nodes, 1)]
+    job = job_for(AllreduceSettings(), inventory, {n.node: n for n in nodes}, "python3")
+    return job.backend, job.gpus
+
+
+def test_amd_nodes_with_a_rocm_torch_use_rccl_through_torchs_nccl_backend() -> None:
+    gpus = [_amd_gpu(f"0000:{b:02x}:00.0") for b in (0x05, 0x15)]
+    a = fk.node("mi300x-1", pci=gpus, frameworks=_rocm_torch())
+    b = fk.node("mi300x-2", pci=gpus, frameworks=_rocm_torch())
+    assert _backend(a, b) == ("nccl", {"mi300x-1": 2, "mi300x-2": 2})
+
+
+def test_amd_gpus_with_a_cuda_or_cpu_torch_fall_back_to_gloo() -> None:
+    gpus = [_amd_gpu("0000:05:00.0")]
+    cuda = fk.node("mi300x-1", pci=gpus, frameworks=fk.torch())
+    cpu = fk.node("mi300x-2", pci=gpus, frameworks=fk.torch("2.5.1+cpu", cuda=None))
+    assert _backend(cuda, cpu)[0] == "gloo"
+
+
+def test_one_node_without_a_usable_gpu_keeps_the_cluster_on_gloo() -> None:
+    amd = fk.node("mi300x-1", pci=[_amd_gpu("0000:05:00.0")], frameworks=_rocm_torch())
+    cpu = fk.node("cpu-1", pci=[fk.nic()], frameworks=_rocm_torch())
+    assert _backend(amd, cpu)[0] == "gloo"
+
+
+def test_nvidia_nodes_still_use_nccl() -> None:
+    a, b = fk.node("h100-1", pci=[fk.gpu()]), fk.node("h100-2", pci=[fk.gpu()])
+    assert _backend(a, b)[0] == "nccl"
