@@ -11,7 +11,7 @@ goes straight to pytest. Standard library only: it runs before anything else is 
 
 What it installs when missing:
 * Debian: the package of every program a test runs, directly or through the doctor (PROGRAMS:
-  OpenSSH, Open MPI, iproute2, ping, procps, busybox, xmllint, Slurm and munge, Chromium and its
+  OpenSSH, Open MPI, iproute2, net-tools, ping, procps, busybox, xmllint, Slurm and munge, Chromium and its
   driver ...); python3-pip, or python3-venv where the system Python is externally managed
   (PEP 668), in which case the tests run in .venv here;
 * PyPI: torch's CPU build first, pinned (an unpinned torch pulls a multi-GB CUDA build), then
@@ -41,7 +41,7 @@ PROGRAMS = {
     "dmesg": "util-linux", "lscpu": "util-linux", "mount": "mount", "umount": "mount",
     "kill": "procps", "pgrep": "procps", "pkill": "procps", "ps": "procps", "sysctl": "procps",
     "ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "ping": "iputils-ping",
-    "busybox": "busybox",
+    "busybox": "busybox", "ifconfig": "net-tools",
     "ssh": "openssh-client", "ssh-keygen": "openssh-client", "sshd": "openssh-server",
     "mpirun": "openmpi-bin", "ompi_info": "openmpi-bin",
     "munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "srun": "slurm-client",
