@@ -11,9 +11,9 @@ goes straight to pytest. Standard library only: it runs before anything else is 
 
 What it installs when missing:
 * Debian: the package of every program a test runs, directly or through the doctor (PROGRAMS:
-  OpenSSH, Open MPI, iproute2, net-tools, ping, procps, busybox, xmllint, Slurm and munge, Chromium and its
-  driver ...); python3-pip, or python3-venv where the system Python is externally managed
-  (PEP 668), in which case the tests run in .venv here;
+  OpenSSH, Open MPI, iproute2, net-tools, ping, procps, busybox, xmllint, Slurm and munge,
+  Chromium and its driver ...); python3-pip, or python3-venv where the system Python is
+  externally managed (PEP 668), in which case the tests run in .venv here;
 * PyPI: torch's CPU build first, pinned (an unpinned torch pulls a multi-GB CUDA build), then
   this checkout, editable, with its test and torch extras.
 
