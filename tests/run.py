@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parent.parent
 # names a program missing here. Essential packages are listed too: they are what a bare root has.
 PROGRAMS = {
     "sh": "dash", "bash": "bash", "grep": "grep", "cut": "coreutils", "dd": "coreutils",
-    "cat": "coreutils", "ls": "coreutils", "sleep": "coreutils", "timeout": "coreutils",
-    "env": "coreutils", "true": "coreutils", "hostname": "hostname", "getent": "libc-bin",
+    "cat": "coreutils", "ls": "coreutils", "rm": "coreutils", "sleep": "coreutils",
+    "timeout": "coreutils", "env": "coreutils", "true": "coreutils", "hostname": "hostname",
+    "getent": "libc-bin",
     "ldconfig": "libc-bin", "dpkg-query": "dpkg", "apt-get": "apt",
     "unshare": "util-linux", "nsenter": "util-linux", "taskset": "util-linux",
     "dmesg": "util-linux", "lscpu": "util-linux", "mount": "mount", "umount": "mount",
