@@ -302,13 +302,18 @@ class Cluster:
         self.start_sshd(name)
         self.wait_ready()
 
-    def bind_mount(self, name: str, source: Path, target: str) -> None:
-        """Mount ``source`` over ``target`` for the node only (its sshd's mount namespace): a
-        different file or package on one node, e.g. another Python or library."""
+    def in_mounts(self, name: str, *argv: str) -> None:
+        """Run ``argv`` in the node's own mount namespace (its sshd's: what every login there
+        sees). With the node's root too: entering a mount namespace starts at the namespace's
+        root, which is not this machine's "/" when the test bed runs in a chroot."""
         node = self.node(name)
         assert node.sshd is not None, f"sshd on {name} is not running"
-        nsenter = ["nsenter", "--target", str(node.sshd.pid), "--mount", "--"]
-        sh(*nsenter, "mount", "--bind", str(source), target)
+        sh("nsenter", "--target", str(node.sshd.pid), "--mount", "--root", "--wd", "--", *argv)
+
+    def bind_mount(self, name: str, source: Path, target: str) -> None:
+        """Mount ``source`` over ``target`` for the node only: a different file or package on
+        one node, e.g. another Python or library."""
+        self.in_mounts(name, "mount", "--bind", str(source), target)
 
     def node_processes(self, name: str, comm: str) -> list[int]:
         """Pids of processes named ``comm`` running in the node's namespace."""
