@@ -30,13 +30,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # Every program the tests run (by argv, through `ip netns exec`, over ssh, or through the doctor
-# under test) and the Debian package that has it. tests/test_runner.py fails when a test's argv
-# names a program missing here. Essential packages are listed too: they are what a bare root has.
+# under test) and the Debian package that has it: what every Python process of a whole run in a
+# debootstrapped root started, logged by an audit hook. tests/test_runner.py fails when a test's
+# argv names a program missing here. Essential packages are listed too: a bare root has them.
 PROGRAMS = {
     "sh": "dash", "bash": "bash", "grep": "grep", "cut": "coreutils", "dd": "coreutils",
     "cat": "coreutils", "ls": "coreutils", "rm": "coreutils", "sleep": "coreutils",
-    "timeout": "coreutils", "env": "coreutils", "true": "coreutils", "hostname": "hostname",
-    "getent": "libc-bin",
+    "timeout": "coreutils", "env": "coreutils", "true": "coreutils", "df": "coreutils",
+    "head": "coreutils", "tail": "coreutils", "uname": "coreutils", "which": "debianutils",
+    "hostname": "hostname", "getent": "libc-bin",
     "ldconfig": "libc-bin", "dpkg-query": "dpkg", "apt-get": "apt",
     "unshare": "util-linux", "nsenter": "util-linux", "taskset": "util-linux",
     "dmesg": "util-linux", "lscpu": "util-linux", "mount": "mount", "umount": "mount",
