@@ -219,6 +219,11 @@ class Cluster:
             # A fresh node's shell: this machine's root .bashrc runs `pyenv init` (a rehash under
             # a global lock) in every SSH login, which hundreds of mesh logins queue on.
             setup += f" && mount --bind {shlex.quote(str(self.workdir / 'bashrc'))} /root/.bashrc"
+        if Path("/root/.ssh").is_dir():
+            # A node's own ~/.ssh, empty: this machine's (another test bed writes `Host node1`
+            # entries to its config) would send the node's `ssh node1` to that bed's address.
+            (node.dir / "dotssh").mkdir(mode=0o700, exist_ok=True)
+            setup += f" && mount --bind {shlex.quote(str(node.dir / 'dotssh'))} /root/.ssh"
         if node.small_shm:  # Docker's default: a 64 MB tmpfs on /dev/shm
             setup += " && mount -t tmpfs -o size=64m tmpfs /dev/shm"
         script = f"{setup} && exec {SSHD} -D -e -f {shlex.quote(str(node.dir / 'sshd_config'))}"
