@@ -43,8 +43,12 @@ def hung_sshd(c: Cluster, name: str) -> Iterator[None]:
 
 
 def python_dir() -> str:
-    """The folder holding the interpreter the matrix names with ``--python`` (its real file)."""
-    return str(Path(os.path.realpath(sys.executable)).parent)
+    """The folder of the path the matrix names with ``--python``, not of the file it leads to: a
+    venv's python leads to /usr/bin/python3.11, and an empty /usr/bin would take the node's
+    umount with it (the node stayed without a Python for every scenario after)."""
+    folder = Path(sys.executable).parent
+    assert not (folder / "umount").exists(), f"{folder} holds the system's tools: run in a venv"
+    return str(folder)
 
 
 @contextlib.contextmanager
