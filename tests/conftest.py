@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +21,13 @@ REPO = Path(__file__).resolve().parent.parent
 # doctor it starts: the Ctrl-C tests would then test nothing. Python's own handler here, and so
 # the default disposition in every child.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The tests choose colour and terminal themselves (FORCE_COLOR, NO_COLOR, force_terminal): what
+# the caller's environment says of its own terminal must not decide them. Under TERM=dumb (an
+# editor's shell, a chroot's `env -i TERM=dumb`) rich draws no colour and no live line even when
+# told it is on a terminal, and five tests failed for it.
+for _name in ("TERM", "NO_COLOR", "FORCE_COLOR"):
+    os.environ.pop(_name, None)
 
 # Property tests judge what a parser returns, not how fast: on 2 shared cores with namespace
 # nodes running beside them, hypothesis's 200 ms per-example deadline fails healthy code.

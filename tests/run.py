@@ -10,11 +10,14 @@ packages are installed with apt-get. Nothing is installed that is already there,
 goes straight to pytest. Standard library only: it runs before anything else is installed.
 
 What it installs when missing:
-* Debian: OpenSSH, Open MPI, iproute2, ping, procps, xmllint, Slurm and munge (the test bed),
-  Chromium and its driver (the HTML report's browser tests); python3-pip, or python3-venv where
-  the system Python is externally managed (PEP 668), in which case the tests run in .venv here;
+* Debian: the package of every program a test runs, directly or through the doctor (PROGRAMS:
+  OpenSSH, Open MPI, iproute2, net-tools, ping, procps, busybox, xmllint, Slurm and munge,
+  Chromium and its driver ...); python3-pip, or python3-venv where the system Python is
+  externally managed (PEP 668), in which case the tests run in .venv here;
 * PyPI: torch's CPU build first, pinned (an unpinned torch pulls a multi-GB CUDA build), then
   this checkout, editable, with its test and torch extras.
+
+--check lists everything that is missing, not only the first.
 """
 
 from __future__ import annotations
@@ -26,13 +29,34 @@ import sysconfig
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEBIAN = (
-    "openssh-server", "openssh-client", "openmpi-bin", "iproute2", "iputils-ping", "procps",
-    "libxml2-utils", "slurmctld", "slurmd", "slurm-client", "munge", "chromium", "chromium-driver",
-)  # fmt: skip
+# Every program the tests run (by argv, through `ip netns exec`, over ssh, or through the doctor
+# under test) and the Debian package that has it: what every Python process of a whole run in a
+# debootstrapped root started, logged by an audit hook. tests/test_runner.py fails when a test's
+# argv names a program missing here. Essential packages are listed too: a bare root has them.
+PROGRAMS = {
+    "sh": "dash", "bash": "bash", "grep": "grep", "cut": "coreutils", "dd": "coreutils",
+    "cat": "coreutils", "ls": "coreutils", "rm": "coreutils", "sleep": "coreutils",
+    "timeout": "coreutils", "env": "coreutils", "true": "coreutils", "df": "coreutils",
+    "head": "coreutils", "tail": "coreutils", "uname": "coreutils", "which": "debianutils",
+    "hostname": "hostname", "getent": "libc-bin",
+    "ldconfig": "libc-bin", "dpkg-query": "dpkg", "apt-get": "apt",
+    "unshare": "util-linux", "nsenter": "util-linux", "taskset": "util-linux",
+    "dmesg": "util-linux", "lscpu": "util-linux", "mount": "mount", "umount": "mount",
+    "kill": "procps", "pgrep": "procps", "pkill": "procps", "ps": "procps", "sysctl": "procps",
+    "ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "ping": "iputils-ping",
+    "busybox": "busybox", "ifconfig": "net-tools",
+    "ssh": "openssh-client", "ssh-keygen": "openssh-client", "sshd": "openssh-server",
+    "mpirun": "openmpi-bin", "ompi_info": "openmpi-bin",
+    "munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "srun": "slurm-client",
+    "salloc": "slurm-client", "sbatch": "slurm-client", "sinfo": "slurm-client",
+    "squeue": "slurm-client", "scontrol": "slurm-client", "scancel": "slurm-client",
+    "xmllint": "libxml2-utils", "chromium": "chromium", "chromedriver": "chromium-driver",
+}  # fmt: skip
+DEBIAN = tuple(sorted(set(PROGRAMS.values())))
 TORCH = "2.13.0"
 VENV = REPO / ".venv"
 CHECK_ONLY = sys.argv[1:2] == ["--check"]
+MISSING: list[str] = []  # what --check found missing, in the order it is installed
 
 # Exit 1 unless this checkout is installed editable (the tests import this tree) and every
 # requirement pyproject.toml names, with the test and torch extras, is satisfied. Run from "/", so
@@ -80,9 +104,10 @@ def quiet(argv: list[str]) -> bool:
 
 
 def install(what: str, *commands: list[str]) -> None:
-    """Run the commands that install ``what`` (with --check: exit 1 naming it)."""
+    """Run the commands that install ``what`` (with --check: only note it as missing)."""
     if CHECK_ONLY:
-        sys.exit(f"tests/run.py: missing: {what}")
+        MISSING.append(what)
+        return
     for argv in commands:
         say(" ".join(argv))
         # Their output goes to stderr: stdout carries only the Python's path (--prepare).
@@ -111,8 +136,12 @@ def prepare() -> str:
     if not use_venv and not quiet([sys.executable, "-m", "pip", "--version"]):
         wanted += ("python3-pip",)
     debs = missing_debs(wanted)
-    if debs:
-        if os.geteuid() != 0 and not CHECK_ONLY:
+    if debs and CHECK_ONLY:
+        for deb in debs:
+            programs = ", ".join(sorted(p for p, d in PROGRAMS.items() if d == deb))
+            MISSING.append(f"Debian package {deb}" + (f" ({programs})" if programs else ""))
+    elif debs:
+        if os.geteuid() != 0:
             sys.exit(f"tests/run.py: run as root to install the missing packages: {' '.join(debs)}")
         os.environ["DEBIAN_FRONTEND"] = "noninteractive"
         install(
@@ -125,6 +154,9 @@ def prepare() -> str:
         python = str(VENV / "bin" / "python")
         if not Path(python).exists():
             install(f"the virtualenv {VENV}", [sys.executable, "-m", "venv", str(VENV)])
+            if CHECK_ONLY:  # nothing to ask a Python that is not there yet
+                MISSING.extend([f"torch {TORCH}", "this checkout with its test extras"])
+                return python
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     has_torch = (
         "import importlib.metadata as md, sys\n"
@@ -139,6 +171,8 @@ def prepare() -> str:
 
 def main(argv: list[str]) -> None:
     python = prepare()
+    if MISSING:
+        sys.exit("".join(f"tests/run.py: missing: {what}\n" for what in MISSING).rstrip("\n"))
     if argv[:1] in (["--prepare"], ["--check"]):
         print(python)
         return

@@ -1,7 +1,8 @@
 """Programs through srun: each one a one-task step on its node.
 
-Killing srun alone leaves its task running on the node, so a process's ``kill`` first scancels its
-step (found by a name unique to it), then kills srun here. srun runs in the doctor's own
+Killing srun alone leaves its task running on the node, so a process's ``kill`` ends it as the
+probe's step is ended (``end_step``: SIGTERM to srun, scancel by a name unique to it, then SIGKILL
+to what is left). srun runs in the doctor's own
 environment, so inside an allocation the steps belong to it (``--overlap``).
 """
 
@@ -12,7 +13,7 @@ import subprocess
 
 from doctor.inventory import Node
 from doctor.transport.launch import LocalLauncher, LocalProcess, Process
-from doctor.transport.srun import cancel, job_name, slurm_tool, step_options
+from doctor.transport.srun import end_step, job_name, slurm_tool, step_options
 
 # Seconds a step may wait for its node when srun must make an allocation of its own.
 STEP_TIMEOUT = 60.0
@@ -24,7 +25,7 @@ class SrunProcess(LocalProcess):
         self.name = name
 
     def kill(self) -> None:
-        cancel(self.name, os.environ)
+        end_step(self.name, self.proc, os.environ)
         super().kill()
 
 

@@ -219,6 +219,11 @@ class Cluster:
             # A fresh node's shell: this machine's root .bashrc runs `pyenv init` (a rehash under
             # a global lock) in every SSH login, which hundreds of mesh logins queue on.
             setup += f" && mount --bind {shlex.quote(str(self.workdir / 'bashrc'))} /root/.bashrc"
+        if Path("/root/.ssh").is_dir():
+            # A node's own ~/.ssh, empty: this machine's (another test bed writes `Host node1`
+            # entries to its config) would send the node's `ssh node1` to that bed's address.
+            (node.dir / "dotssh").mkdir(mode=0o700, exist_ok=True)
+            setup += f" && mount --bind {shlex.quote(str(node.dir / 'dotssh'))} /root/.ssh"
         if node.small_shm:  # Docker's default: a 64 MB tmpfs on /dev/shm
             setup += " && mount -t tmpfs -o size=64m tmpfs /dev/shm"
         script = f"{setup} && exec {SSHD} -D -e -f {shlex.quote(str(node.dir / 'sshd_config'))}"
@@ -302,13 +307,18 @@ class Cluster:
         self.start_sshd(name)
         self.wait_ready()
 
-    def bind_mount(self, name: str, source: Path, target: str) -> None:
-        """Mount ``source`` over ``target`` for the node only (its sshd's mount namespace): a
-        different file or package on one node, e.g. another Python or library."""
+    def in_mounts(self, name: str, *argv: str) -> None:
+        """Run ``argv`` in the node's own mount namespace (its sshd's: what every login there
+        sees). With the node's root too: entering a mount namespace starts at the namespace's
+        root, which is not this machine's "/" when the test bed runs in a chroot."""
         node = self.node(name)
         assert node.sshd is not None, f"sshd on {name} is not running"
-        nsenter = ["nsenter", "--target", str(node.sshd.pid), "--mount", "--"]
-        sh(*nsenter, "mount", "--bind", str(source), target)
+        sh("nsenter", "--target", str(node.sshd.pid), "--mount", "--root", "--wd", "--", *argv)
+
+    def bind_mount(self, name: str, source: Path, target: str) -> None:
+        """Mount ``source`` over ``target`` for the node only: a different file or package on
+        one node, e.g. another Python or library."""
+        self.in_mounts(name, "mount", "--bind", str(source), target)
 
     def node_processes(self, name: str, comm: str) -> list[int]:
         """Pids of processes named ``comm`` running in the node's namespace."""

@@ -3,7 +3,7 @@ mechanism on one node, applied as a context manager that puts the node back as i
 cluster serves every scenario of the matrix.
 
 A node's files are changed inside its sshd's own mount namespace (what every login there sees),
-never on this machine: ``mount`` through ``nsenter --target <sshd pid> --mount``.
+never on this machine: ``mount`` through ``Cluster.in_mounts`` (nsenter into the sshd's mounts).
 """
 
 from __future__ import annotations
@@ -20,20 +20,14 @@ from tests.cluster.netns import sh
 from tests.cluster.slurm import Slurm
 
 
-def _in_mounts(c: Cluster, name: str, *argv: str) -> None:
-    node = c.node(name)
-    assert node.sshd is not None, f"sshd on {name} is not running"
-    sh("nsenter", "--target", str(node.sshd.pid), "--mount", "--", *argv)
-
-
 @contextlib.contextmanager
 def mounted(c: Cluster, name: str, *mount_args: str, target: str) -> Iterator[None]:
     """``mount <mount_args> <target>`` on the node only; unmounted afterwards."""
-    _in_mounts(c, name, "mount", *mount_args, target)
+    c.in_mounts(name, "mount", *mount_args, target)
     try:
         yield
     finally:
-        _in_mounts(c, name, "umount", "-l", target)
+        c.in_mounts(name, "umount", "-l", target)
 
 
 @contextlib.contextmanager
@@ -49,8 +43,12 @@ def hung_sshd(c: Cluster, name: str) -> Iterator[None]:
 
 
 def python_dir() -> str:
-    """The folder holding the interpreter the matrix names with ``--python`` (its real file)."""
-    return str(Path(os.path.realpath(sys.executable)).parent)
+    """The folder of the path the matrix names with ``--python``, not of the file it leads to: a
+    venv's python leads to /usr/bin/python3.11, and an empty /usr/bin would take the node's
+    umount with it (the node stayed without a Python for every scenario after)."""
+    folder = Path(sys.executable).parent
+    assert not (folder / "umount").exists(), f"{folder} holds the system's tools: run in a venv"
+    return str(folder)
 
 
 @contextlib.contextmanager
@@ -71,7 +69,7 @@ def tmp_full(c: Cluster, name: str) -> Iterator[None]:
     """A 16 KiB /tmp with no byte left."""
     with mounted(c, name, "-t", "tmpfs", "-o", "size=16k", "tmpfs", target="/tmp"):
         fill = "dd if=/dev/zero of=/tmp/fill bs=4k 2>/dev/null; true"
-        _in_mounts(c, name, "sh", "-c", fill)
+        c.in_mounts(name, "sh", "-c", fill)
         yield
 
 
