@@ -51,16 +51,22 @@ PROGRAMS = {
     "salloc": "slurm-client", "sbatch": "slurm-client", "sinfo": "slurm-client",
     "squeue": "slurm-client", "scontrol": "slurm-client", "scancel": "slurm-client",
     "xmllint": "libxml2-utils", "chromium": "chromium", "chromedriver": "chromium-driver",
+    "cc": "gcc",
 }  # fmt: skip
-DEBIAN = tuple(sorted(set(PROGRAMS.values())))
+# What a program above needs beside it that no program names: cc links the stand-in librccl of
+# tests/facts/test_rccl_library.py against libc (gcc only recommends libc6-dev, and recommends are
+# not installed).
+LIBRARIES = ("libc6-dev",)
+DEBIAN = tuple(sorted({*PROGRAMS.values(), *LIBRARIES}))
 TORCH = "2.13.0"
 VENV = REPO / ".venv"
 CHECK_ONLY = sys.argv[1:2] == ["--check"]
 MISSING: list[str] = []  # what --check found missing, in the order it is installed
 
-# Exit 1 unless this checkout is installed editable (the tests import this tree) and every
-# requirement pyproject.toml names, with the test and torch extras, is satisfied. Run from "/", so
-# that the checkout is not imported merely for being the working directory.
+# Exit 1 unless this checkout is installed editable (the tests import this tree) with the entry
+# points pyproject.toml declares, and every requirement it names, with the test and torch
+# extras, is satisfied. Run from "/", so that the checkout is not imported merely for being the
+# working directory.
 PROJECT_CHECK = r"""
 import importlib.metadata as md, sys
 from pathlib import Path
@@ -90,6 +96,12 @@ for text in [*project["dependencies"], *extras.get("test", []), *extras.get("tor
     except md.PackageNotFoundError:
         sys.exit(1)
     if not req.specifier.contains(version, prereleases=True):
+        sys.exit(1)
+# An editable install keeps the entry points of when it was made: a check plugin added since is
+# not found (its checks silently never run) until the checkout is installed again.
+for group, points in project.get("entry-points", {}).items():
+    installed = {e.name: e.value for e in md.entry_points(group=group)}
+    if any(installed.get(name) != value for name, value in points.items()):
         sys.exit(1)
 """
 
