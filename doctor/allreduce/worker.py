@@ -242,6 +242,24 @@ def ring_links(world):
     return [(i, (i + step) % world) for step in steps for i in range(world)]
 
 
+def cpu_wait():
+    """Seconds this process's threads have waited for a CPU (the run-queue delay in
+    /proc/<pid>/task/<tid>/schedstat): on a busy machine a short transfer can measure the
+    scheduler rather than the link, and this says how much of it did. 0.0 where not kept."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0.0
+    for tid in tids:
+        try:
+            with open("/proc/self/task/" + tid + "/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):  # a thread that ended, a kernel without it
+            continue
+    return total / 1e9
+
+
 def link_test(torch, dist, spec, device, size):
     """Time each directed ring link on its own, from its sender's clock (no skew between nodes).
 
@@ -254,17 +272,24 @@ def link_test(torch, dist, spec, device, size):
     data = torch.ones(elems, dtype=torch.float32, device=device)
     flag = torch.ones(1, device=device)
     # Twice: the controller keeps each link's best time, so one scheduling hiccup is not a link.
+    # Both ends count the time their threads waited for a CPU meanwhile (the receiver sends its
+    # share in the ack): the controller does not judge a link on a transfer that mostly waited.
     for src, dst in ring_links(spec["world_size"]) * 2:
         if rank == src:
             dist.recv(flag, dst, tag=READY)
+            waited = cpu_wait()
             t0 = time.monotonic()
             dist.send(data, dst, tag=DATA)
             dist.recv(flag, dst, tag=ACK)
-            emit("link", src=src, dst=dst, bytes=elems * 4, time_s=time.monotonic() - t0)
+            took = time.monotonic() - t0
+            waited = cpu_wait() - waited + float(flag[0])
+            emit("link", src=src, dst=dst, bytes=elems * 4, time_s=took, waited_s=waited)
         elif rank == dst:
+            waited = cpu_wait()
             dist.send(flag, src, tag=READY)
             dist.recv(data, src, tag=DATA)
-            dist.send(flag, src, tag=ACK)
+            ack = torch.tensor([cpu_wait() - waited], dtype=torch.float32, device=device)
+            dist.send(ack, src, tag=ACK)
 
 
 # What NCCL can say beyond its INFO lines, and the first version that can: RAS (2.24) prints its
