@@ -20,13 +20,13 @@ from doctor.stages.mesh import (
     GRACE,
     PER_SOURCE,
     PER_TARGET,
-    TOTAL,
     Scheduler,
     mesh_spec,
     run_mesh,
     stage_deadline,
 )
 from doctor.stages.pairs import Sampling, choose
+from doctor.stages.window import Window
 from doctor.transport.local import LocalTransport
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mesh" / "node1_agent.json"
@@ -75,7 +75,8 @@ def test_mesh_spec_rotates_peers_and_keeps_explicit_port_and_user():
     assert [t["name"] for t in spec["targets"]] == ["a", "b"]  # type: ignore[index]
     assert spec["targets"][1] == {"name": "b", "host": "b", "port": 2222, "user": "u"}  # type: ignore[index]
     assert [t["name"] for t in mesh_spec(nodes[0], nodes, everyone)["targets"]] == ["b", "c"]  # type: ignore[index]
-    assert stage_deadline(40) == 2 * 5 + 5 + 2 * GRACE  # 32 logins at a time: 2 rounds
+    assert stage_deadline(40, 32) == 2 * 5 + 5 + 2 * GRACE  # 32 logins at a time: 2 rounds
+    assert stage_deadline(40) == 10 * 5 + 5 + 2 * GRACE  # as many as the window starts with
 
 
 def _cluster(links, not_run=None):
@@ -122,7 +123,8 @@ def test_the_scheduler_keeps_every_bound_and_hands_out_every_pair_once() -> None
     nodes = [f"n{i:02d}" for i in range(40)]
     coverage = choose(nodes, Sampling.full, 40, 0)
     targets = {s: list(coverage.peers[s]) for s in nodes}
-    scheduler = Scheduler(targets)
+    window = Window(32)
+    scheduler = Scheduler(targets, window)
     inflight: list[tuple[str, int]] = []
     handed: list[tuple[str, str]] = []
     ended: set[str] = set()
@@ -139,14 +141,15 @@ def test_the_scheduler_keeps_every_bound_and_hands_out_every_pair_once() -> None
                     handed.append((source, targets[source][index]))
         into = Counter(targets[s][i] for s, i in inflight)
         out = Counter(s for s, _ in inflight)
-        assert len(inflight) <= TOTAL
+        assert len(inflight) <= window.size
         assert max(into.values(), default=0) <= PER_TARGET
         assert max(out.values(), default=0) <= PER_SOURCE
 
     apply(scheduler.begin(nodes))
     while inflight:
         source, index = inflight.pop(len(inflight) // 2)  # links end in any order
-        apply(scheduler.heard(source, {"ev": "link", "index": index}))
+        link = {"ev": "link", "index": index, "target": targets[source][index], "rc": 0}
+        apply(scheduler.heard(source, {**link, "seconds": 0.3}))
     assert sorted(handed) == sorted((s, t) for s in nodes for t in targets[s])
     assert ended == set(nodes)
 
@@ -158,10 +161,10 @@ def test_a_stage_that_overruns_keeps_what_it_tested_and_blames_nobody(
     (tmp_path / "ssh").write_text("#!/bin/sh\nsleep 60\n")
     (tmp_path / "ssh").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    monkeypatch.setattr("doctor.stages.mesh.stage_deadline", lambda pairs: 3.0)
+    monkeypatch.setattr("doctor.stages.mesh.stage_deadline", lambda pairs, at_once=4: 3.0)
     nodes = [Node("a", "127.0.0.1"), Node("b", "127.0.0.1")]
     started = time.monotonic()
-    mesh = run_mesh(nodes, LocalTransport(), python=sys.executable)
+    mesh = run_mesh(nodes, LocalTransport(), python=sys.executable, workers=32)
     assert time.monotonic() - started < 15
     assert mesh.links == ()
     assert set(mesh.not_run) == {"a", "b"}
@@ -176,7 +179,7 @@ def test_an_agent_that_dies_gives_back_its_logins() -> None:
     # Two sources, one target each way at most 8 at once: the dead source's logins in flight
     # must not hold the target's slots, or the other source would wait for ever.
     targets = {"a": ["t"] * PER_TARGET, "b": ["t"] * PER_TARGET}
-    scheduler = Scheduler(targets)
+    scheduler = Scheduler(targets, Window(32, size_f=32))
     said = scheduler.begin(["a", "b"])
     assert [len(said["a"]), len(said["b"])] == [PER_TARGET // 2] * 2  # every slot into t taken
     said = scheduler.heard("a", {"ev": "ended"})

@@ -165,6 +165,7 @@ def run_loopback(specs: dict[str, dict], launcher: LocalLauncher) -> dict[str, d
         Go(),
         python=sys.executable,
         deadline=30,
+        workers=32,
     )
     done = {n: next(e for e in a.events if e["ev"] == "done") for n, a in agents.items()}
     return done
@@ -229,6 +230,7 @@ def test_a_late_sender_still_finds_the_listener_up() -> None:
         LateSender("127.0.0.2", port),
         python=sys.executable,
         deadline=30,
+        workers=32,
     )
     done = next(e for e in agents["a"].events if e["ev"] == "done")
     assert [x["token"] for x in done["accepted"]] == ["b a 127.0.0.2"]

@@ -189,6 +189,7 @@ class Cluster:
         )
         Path("/run/sshd").mkdir(exist_ok=True)
         (self.workdir / "bashrc").write_text("# test node: no per-login setup\n")
+        (self.workdir / "dotssh").mkdir(mode=0o700)
         for node in self.nodes:
             self.start_sshd(node.name)
         self.wait_ready()
@@ -219,6 +220,10 @@ class Cluster:
             # A fresh node's shell: this machine's root .bashrc runs `pyenv init` (a rehash under
             # a global lock) in every SSH login, which hundreds of mesh logins queue on.
             setup += f" && mount --bind {shlex.quote(str(self.workdir / 'bashrc'))} /root/.bashrc"
+        if Path("/root/.ssh").is_dir():
+            # A node's ssh reads only its own /etc/ssh: this machine's ~/.ssh/config (another
+            # test bed's "Host node2 HostName 198.18.0.2") would send `ssh node2` elsewhere.
+            setup += f" && mount --bind {shlex.quote(str(self.workdir / 'dotssh'))} /root/.ssh"
         if node.small_shm:  # Docker's default: a 64 MB tmpfs on /dev/shm
             setup += " && mount -t tmpfs -o size=64m tmpfs /dev/shm"
         script = f"{setup} && exec {SSHD} -D -e -f {shlex.quote(str(node.dir / 'sshd_config'))}"
