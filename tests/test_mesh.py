@@ -184,3 +184,38 @@ def test_an_agent_that_dies_gives_back_its_logins() -> None:
     assert [len(said["a"]), len(said["b"])] == [PER_TARGET // 2] * 2  # every slot into t taken
     said = scheduler.heard("a", {"ev": "ended"})
     assert len(said["b"]) == PER_TARGET // 2 and "a" not in said
+
+
+def _mesh(names, first, again):
+    links = [MeshLink(s, t, "ok", seconds=0.4) for s in names for t in names if s != t]
+    links = [
+        next((x for x in first if (x.source, x.target) == (y.source, y.target)), y) for y in links
+    ]
+    return ClusterFacts(
+        nodes={}, ssh_mesh=SshMesh(tuple(names), tuple(links), retried=tuple(again))
+    )
+
+
+def test_a_login_into_a_node_that_timed_out_and_passed_alone_is_a_latency_warning():
+    names = ("node1", "node2", "node3", "node4")
+    late = MeshLink("node1", "node3", "timeout", "ssh still running after the deadline", 15.0)
+    found = list(ssh_mesh.fn(_mesh(names, [late], [MeshLink("node1", "node3", "ok", "", 0.5)])))
+    assert [(f.code, f.severity.name, f.nodes) for f in found] == [
+        ("mesh.slow_login", "WARN", ("node3",))
+    ]
+    assert "15.0 s" in found[0].evidence[0] and "alone (0.5 s)" in found[0].evidence[0]
+
+
+def test_a_repeated_failure_is_confirmed_and_a_node_nobody_logs_in_to_is_named_alone():
+    names = ("node1", "node2", "node3", "node4")
+    refused = [
+        MeshLink(s, "node2", "refused", "Connection refused", 0.1) for s in names if s != "node2"
+    ]
+    [f] = list(ssh_mesh.fn(_mesh(names, refused, refused)))
+    assert (f.code, f.nodes) == ("mesh.refused", ("node2",))
+    assert f.summary.startswith("No node can log in to node2 over SSH")
+    assert all("confirmed alone: Connection refused" in e for e in f.evidence)
+    # A failure that did not repeat alone is a warning, not a failure of the pair.
+    dropped = MeshLink("node1", "node2", "dropped", "Connection closed by 10.0.0.2", 0.2)
+    found = list(ssh_mesh.fn(_mesh(names, [dropped], [MeshLink("node1", "node2", "ok")])))
+    assert [(f.code, f.nodes) for f in found] == [("mesh.transient", ("node2",))]
