@@ -219,3 +219,13 @@ def test_a_repeated_failure_is_confirmed_and_a_node_nobody_logs_in_to_is_named_a
     dropped = MeshLink("node1", "node2", "dropped", "Connection closed by 10.0.0.2", 0.2)
     found = list(ssh_mesh.fn(_mesh(names, [dropped], [MeshLink("node1", "node2", "ok")])))
     assert [(f.code, f.nodes) for f in found] == [("mesh.transient", ("node2",))]
+
+
+def test_a_node_slow_to_log_in_to_is_warned_about_but_a_machine_slow_for_all_is_not():
+    names = ("node1", "node2", "node3", "node4")
+    slow = [MeshLink(s, "node3", "ok", "", 6.0) for s in names if s != "node3"]
+    [f] = list(ssh_mesh.fn(_mesh(names, slow, [])))
+    assert (f.code, f.severity.name, f.nodes) == ("mesh.slow_login", "WARN", ("node3",))
+    assert "median 6.0 s over 3" in f.evidence[0]
+    everyone = [MeshLink(s, t, "ok", "", 6.0) for s in names for t in names if s != t]
+    assert list(ssh_mesh.fn(_mesh(names, everyone, []))) == []

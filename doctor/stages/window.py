@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 START = 4
 FLOOR = 2
 # A login is slow (a sign of congestion) past SLOWER times the fastest seen plus SLACK seconds:
-# the slack keeps sub-second jitter on fast logins from counting.
-SLOWER = 2.0
-SLACK = 0.5
+# the slack keeps jitter of a second on fast logins from counting.
+SLOWER = 3.0
+SLACK = 1.0
 
 
 @dataclass
