@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from bench.floor import ssh_floor
 from bench.scale_bench import mesh_floor, tested_pairs
+from tests.cluster.busy import busy_cores
 from tests.cluster.harness import make_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,21 +93,6 @@ def bed(kind: str, n: int) -> Iterator[Bed]:
         yield cluster
 
 
-@contextlib.contextmanager
-def busy(loaded: bool) -> Iterator[None]:
-    """A busy loop on every core while the block runs (none when quiet)."""
-    loops = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range((os.cpu_count() or 1) if loaded else 0)
-    ]
-    try:
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
-
-
 def doctor(b: Bed, *extra: str) -> tuple[float, float, dict[str, Any]]:
     """Wall seconds, the doctor process's CPU seconds, and its report (this checkout's code)."""
     argv = [sys.executable, "-m", "doctor", "preflight", "-H", b.hosts_arg()]
@@ -136,7 +122,7 @@ def named(report: dict[str, Any]) -> list[str]:
 
 def runs(b: Bed, runs_: int, loaded: bool) -> list[dict[str, Any]]:
     out = []
-    with busy(loaded):
+    with busy_cores(loaded):
         for _ in range(runs_):
             before = os.getloadavg()
             wall, cpu, report = doctor(b)
@@ -180,7 +166,7 @@ def reach_floor(b: Bed, pairs: list[tuple[str, str]]) -> float:
 
 def split(b: Bed, loaded: bool) -> dict[str, Any]:
     """The preflight stage by stage beside the shell's floor of the same logins and connects."""
-    with busy(loaded):
+    with busy_cores(loaded):
         load = [round(x, 1) for x in os.getloadavg()]
         probe, probe_cpu, _ = doctor(b, "--mesh", "off", "--reach", "off")
         with_reach, _, report = doctor(b, "--mesh", "off")
