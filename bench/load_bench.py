@@ -17,7 +17,8 @@ once. On a test bed every node's logins are paid by this one machine's two cores
 
 Run as root from the repository root:
 ``python3 -m bench.load_bench [--beds harness testbed] [--sizes 16 40 64] [--runs 5] [--split]``;
-results go to ``bench/load_bench.json`` (merged with what is there, per bed and size).
+results go to ``bench/load_bench.json`` (merged with what is there, per bed and size);
+``python3 -m bench.load_bench --document`` prints them as the tables of docs/scale.md.
 """
 
 from __future__ import annotations
@@ -218,7 +219,66 @@ def size(kind: str, n: int, runs_: int, with_split: bool) -> dict[str, Any]:
     return result
 
 
+def _verdict_text(runs_: list[dict[str, Any]]) -> str:
+    verdicts = {"; ".join(r["verdict"]) or "clean" for r in runs_}
+    return " / ".join(sorted(verdicts)) + f" ({len(runs_)}×)"
+
+
+def _seconds(runs_: list[dict[str, Any]]) -> str:
+    times = [r["seconds"] for r in runs_]
+    return f"{min(times):.0f}–{max(times):.0f}"
+
+
+def _load(runs_: list[dict[str, Any]]) -> str:
+    ones = [r["load_before"][0] for r in runs_] + [r["load_after"][0] for r in runs_]
+    return f"{min(ones):.0f}–{max(ones):.0f}"
+
+
+def verdict_table(doc: dict[str, Any]) -> list[str]:
+    """The verdicts quiet and loaded, per bed, size and case (markdown), from the results."""
+    out = [
+        "| test bed | nodes | case | quiet: verdict | quiet: s | quiet: load avg | "
+        "loaded: verdict | loaded: s | loaded: load avg | same verdict, right node |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["results"]:
+        for case, c in r["cases"].items():
+            held = c["same_verdict"] and c["right_nodes"] and c["within_s"]
+            out.append(
+                f"| {r['bed']} | {r['nodes']} | {case} | {_verdict_text(c['quiet'])} "
+                f"| {_seconds(c['quiet'])} | {_load(c['quiet'])} "
+                f"| {_verdict_text(c['loaded'])} | {_seconds(c['loaded'])} "
+                f"| {_load(c['loaded'])} | {'yes' if held else 'NO'} |"
+            )
+    return out
+
+
+def split_table(doc: dict[str, Any]) -> list[str]:
+    """Per bed and size with a split: each stage beside the shell's floor of its logins."""
+    out = [
+        "| test bed | nodes | machine | probe (floor) | reachability (floor) | mesh (floor) "
+        "| whole preflight | sum of floors | the doctor's own overhead |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["results"]:
+        for x in r.get("split", []):
+            st, fl = x["stages_s"], x["floors_s"]
+            state = f"loaded (load avg {x['load_before'][0]:.0f})"
+            if not x["loaded"]:
+                state = f"quiet (load avg {x['load_before'][0]:.0f})"
+            out.append(
+                f"| {r['bed']} | {r['nodes']} | {state} "
+                + " ".join(f"| {st[k]:.1f} s ({fl[k]:.1f} s)" for k in ("probe", "reach", "mesh"))
+                + f" | {x['whole_s']:.1f} s | {x['floor_sum_s']:.1f} s | {x['overhead_s']:+.1f} s |"
+            )
+    return out
+
+
 def main(argv: list[str]) -> None:
+    if argv[1:] == ["--document"]:
+        doc = json.loads(RESULTS.read_text())
+        print("\n".join([*verdict_table(doc), "", *split_table(doc)]))
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--beds", nargs="+", default=["harness", "testbed"])
     parser.add_argument("--sizes", nargs="+", type=int, default=[16, 40, 64])
