@@ -200,7 +200,7 @@ def size(kind: str, n: int, runs_: int, with_split: bool) -> dict[str, Any]:
     with bed(kind, n) as b:
         if with_split:
             result["split"] = [split(b, loaded) for loaded in (False, True)]
-        for case in ("healthy", "blackholed"):
+        for case in ("healthy", "blackholed") if runs_ else ():  # --runs 0: the split only
             if case == "blackholed":
                 b.blackhole(middle)
             expected = [] if case == "healthy" else [middle]
@@ -291,10 +291,11 @@ def main(argv: list[str]) -> None:
             result = size(kind, n, args.runs, args.split)
             result["run_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             kept = [r for r in doc["results"] if (r["bed"], r["nodes"]) != (kind, n)]
-            if not args.split:  # keep an earlier split of this size
-                old = [r for r in doc["results"] if (r["bed"], r["nodes"]) == (kind, n)]
-                if old and "split" in old[0]:
-                    result["split"] = old[0]["split"]
+            # Keep what this run did not measure again: an earlier split, or earlier cases.
+            for old in (r for r in doc["results"] if (r["bed"], r["nodes"]) == (kind, n)):
+                result.setdefault("split", old.get("split", []))
+                if not result["cases"]:
+                    result["cases"], result["runs"] = old["cases"], old["runs"]
             doc["results"] = sorted([*kept, result], key=lambda r: (r["bed"], r["nodes"]))
             doc["machine"] = (
                 f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

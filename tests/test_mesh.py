@@ -229,3 +229,25 @@ def test_a_node_slow_to_log_in_to_is_warned_about_but_a_machine_slow_for_all_is_
     assert "median 6.0 s over 3" in f.evidence[0]
     everyone = [MeshLink(s, t, "ok", "", 6.0) for s in names for t in names if s != t]
     assert list(ssh_mesh.fn(_mesh(names, everyone, []))) == []
+
+
+def test_a_failed_login_is_tried_again_alone_and_only_a_repeated_failure_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in ssh: into b it is refused every time; into c only the first time (from a or b).
+    (tmp_path / "ssh").write_text(
+        "#!/bin/sh\n"
+        "host=$(echo \"$@\" | awk '{print $(NF-1)}')\n"
+        f"mark={tmp_path}/tried-$host\n"
+        'if [ "$host" = b ] || { [ "$host" = c ] && [ ! -e "$mark" ]; }; then touch "$mark"; '
+        'echo "ssh: connect to host $host port 22: Connection refused" >&2; exit 255; fi\n'
+    )
+    (tmp_path / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    nodes = [Node("a", "127.0.0.1"), Node("b", "127.0.0.1"), Node("c", "127.0.0.1")]
+    mesh = run_mesh(nodes, LocalTransport(), python=sys.executable, workers=32)
+    [once] = [x for x in mesh.links if x.target == "c" and x.status == "refused"]
+    again = {(x.source, x.target): x.status for x in mesh.retried}
+    assert again == {("a", "b"): "refused", ("c", "b"): "refused", (once.source, "c"): "ok"}
+    assert {(x.source, x.target) for x in mesh.failed()} == {("a", "b"), ("c", "b")}
+    assert mesh.status(once.source, "c") == "ok"
