@@ -80,8 +80,8 @@ def load_section(load: dict[str, Any] | None) -> list[str]:
         'averages) and with a busy loop on every core ("loaded"), by '
         "`python3 -m bench.load_bench` (bench/load_bench.json; CI runs the 40-node cases once "
         "each, loaded, in tests/cluster/test_scale.py). A verdict is the fail findings; the last "
-        "column says it was the same in every run, named the blackholed node alone (none when "
-        "healthy) and, blackholed, came within 120 s.",
+        "columns say it was the same in every run and named the blackholed node alone (none "
+        "when healthy), and whether every blackholed run came within 120 s.",
         "",
         *verdict_table(load),
         "",

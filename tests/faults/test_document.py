@@ -57,4 +57,5 @@ def test_every_parser_has_its_count() -> None:
 
 def test_every_load_row_kept_its_verdict() -> None:
     rows = table(DOC.read_text(), verdict_table({"results": []})[0])
-    assert rows and all(r[-1] == "yes" for r in rows), rows
+    # The verdict held in every run; the time is reported (it is the machine's load too).
+    assert rows and all(r[-2] == "yes" for r in rows), rows
