@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
+from statistics import median
 
-from checks.stage import not_run
+from checks.stage import not_run, whole_nodes
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.mesh import OK, MeshLink
+from doctor.facts.mesh import OK, MeshLink, SshMesh
 from doctor.model import Finding, Fix, Severity
 from doctor.nodeset import compact
 from doctor.plugin import Skip, cluster_check, need
+
+# A node's logins are slow at this many times the cluster's median login (plus a second).
+SLOW_NODE = 3.0
 
 # status -> (what it means, fix text, fix commands); {src} and {dst} are filled in.
 _MEANING: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -72,6 +76,11 @@ CODES = {
     for status, (meaning, _, _) in _MEANING.items()
 }
 CODES["mesh.not_run"] = "the mesh test could not run on a reachable node"
+CODES["mesh.slow_login"] = (
+    "logins into a node are slow (one timed out and passed alone, or they take several times "
+    "the cluster's usual login) while other logins into it succeed"
+)
+CODES["mesh.transient"] = "a login failed once and succeeded when tried again alone"
 
 
 @cluster_check(
@@ -84,29 +93,143 @@ def ssh_mesh(cluster: ClusterFacts) -> Iterator[Finding]:
     mesh = need(cluster.ssh_mesh)
     if not mesh.links and not mesh.not_run:
         raise Skip("one node: no peers")
-    status = {(x.source, x.target): x.status for x in mesh.links}
+    failed = mesh.failed()
+    bad = {(x.source, x.target) for x in failed}
+    targets, sources = whole_nodes(
+        {(x.source, x.target): (x.source, x.target) in bad for x in mesh.links}
+    )
+    for dst, froms in targets.items():
+        yield _one_node(mesh, [x for x in failed if x.target == dst], dst, froms)
+    for src in sources:
+        links = [x for x in failed if x.source == src and x.target not in targets]
+        if links:
+            yield _one_source(mesh, links, src)
     groups: dict[tuple[str, str], list[MeshLink]] = defaultdict(list)
-    for link in mesh.failed():
-        groups[(link.status, link.target)].append(link)
+    for link in failed:
+        if link.target not in targets and link.source not in sources:
+            groups[(link.status, link.target)].append(link)
     for (kind, dst), links in groups.items():
-        sources = [x.source for x in links]
-        src = compact(sources)
+        sources_ = [x.source for x in links]
+        src = compact(sources_)
         meaning, fix_text, commands = _MEANING.get(kind, _MEANING["failed"])
-        back = [s for s in sources if status.get((dst, s)) == OK]
+        back = [s for s in sources_ if mesh.status(dst, s) == OK]
         direction = f"; {dst} → {compact(back)} works (one way only)" if back else ""
         yield Finding(
-            f"mesh.{kind}" if kind in _MEANING else "mesh.failed",
+            _code(kind),
             Severity.FAIL,
             f"SSH {src} → {dst} fails: {meaning.format(src=src, dst=dst)}{direction}",
-            nodes=(*sources, dst),
-            evidence=tuple(f"{x.source} → {x.target}: {x.message}" for x in links),
+            nodes=(*sources_, dst),
+            evidence=tuple(_attempts(mesh, x) for x in links),
             fix=Fix(
                 fix_text.format(src=src, dst=dst),
-                tuple(c.format(src=s, dst=dst) for s in sources[:3] for c in commands),
+                tuple(c.format(src=s, dst=dst) for s in sources_[:3] for c in commands),
             ),
-            data={"sources": sources, "target": dst, "status": kind},
+            data={"sources": sources_, "target": dst, "status": kind},
         )
+    yield from _slow_or_transient(mesh)
     yield from not_run("mesh.not_run", "the SSH mesh could not be tested", mesh.not_run)
+
+
+def _code(kind: str) -> str:
+    return f"mesh.{kind}" if kind in _MEANING else "mesh.failed"
+
+
+def _attempts(mesh: SshMesh, link: MeshLink) -> str:
+    """Both attempts of a failed login: the stage's and the one alone after it."""
+    first = f"{link.source} → {link.target}: {link.message}{_took(link)}"
+    again = mesh.retry_of(link)
+    if again is None:
+        return first + " (not tried again)"
+    return f"{first}; confirmed alone: {again.message or again.status}{_took(again)}"
+
+
+def _took(link: MeshLink) -> str:
+    return f" ({link.seconds:.1f} s)" if link.seconds is not None else ""
+
+
+def _one_node(mesh: SshMesh, links: list[MeshLink], dst: str, froms: list[str]) -> Finding:
+    """Every peer that tried failed to log in to ``dst``: the problem is ``dst``'s."""
+    kind = Counter(x.status for x in links).most_common(1)[0][0]
+    meaning, fix_text, commands = _MEANING.get(kind, _MEANING["failed"])
+    src = compact(froms)
+    return Finding(
+        _code(kind),
+        Severity.FAIL,
+        f"No node can log in to {dst} over SSH: {meaning.format(src='its peers', dst=dst)} "
+        f"(all {len(froms)} peers that tried: {src})",
+        nodes=(dst,),
+        evidence=tuple(_attempts(mesh, x) for x in links),
+        fix=Fix(
+            fix_text.format(src=src, dst=dst),
+            tuple(c.format(src=froms[0], dst=dst) for c in commands),
+        ),
+        data={"sources": froms, "target": dst, "status": kind},
+    )
+
+
+def _one_source(mesh: SshMesh, links: list[MeshLink], src: str) -> Finding:
+    """``src`` failed to log in to every peer it tried: the problem is ``src``'s."""
+    kind = Counter(x.status for x in links).most_common(1)[0][0]
+    meaning, fix_text, commands = _MEANING.get(kind, _MEANING["failed"])
+    dst = compact(x.target for x in links)
+    return Finding(
+        _code(kind),
+        Severity.FAIL,
+        f"{src} cannot log in to any peer over SSH: {meaning.format(src=src, dst='its peers')} "
+        f"(all {len(links)} it tried: {dst})",
+        nodes=(src,),
+        evidence=tuple(_attempts(mesh, x) for x in links),
+        fix=Fix(
+            fix_text.format(src=src, dst=dst),
+            tuple(c.format(src=src, dst=links[0].target) for c in commands),
+        ),
+        data={"source": src, "targets": [x.target for x in links], "status": kind},
+    )
+
+
+def _slow_or_transient(mesh: SshMesh) -> Iterator[Finding]:
+    """Logins that failed in the stage and not alone: a warning on the node they went into, with
+    the seconds measured (a node whose logins are slow under load is not a failed pair)."""
+    slow: dict[str, list[str]] = defaultdict(list)
+    transient: dict[str, list[str]] = defaultdict(list)
+    for first, again in mesh.passed_alone():
+        line = f"{first.source} → {first.target}: {first.message}{_took(first)}"
+        kinds = slow if first.status == "timeout" else transient
+        kinds[first.target].append(f"{line}; alone{_took(again)}")
+    # A node whose logins take much longer than the cluster's (not a machine that is slow for
+    # every node alike: that is the load, not the node).
+    took: dict[str, list[float]] = defaultdict(list)
+    for link in mesh.links:
+        if link.status == OK and link.seconds is not None:
+            took[link.target].append(link.seconds)
+    if took:
+        typical = median(s for times in took.values() for s in times)
+        for dst, times in took.items():
+            if median(times) > SLOW_NODE * typical + 1.0:
+                slow[dst].append(
+                    f"logins into {dst}: median {median(times):.1f} s over {len(times)}, "
+                    f"against {typical:.1f} s into every node"
+                )
+    for dst, seen in slow.items():
+        yield Finding(
+            "mesh.slow_login",
+            Severity.WARN,
+            f"SSH logins into {dst} are slow, while other logins into it succeed",
+            nodes=(dst,),
+            evidence=tuple(seen),
+            fix=Fix(
+                f"Look for load on {dst} (sshd, CPU) or a slow DNS lookup in its sshd (UseDNS).",
+                (f"ssh {dst} 'uptime; sudo sshd -T | grep -i usedns'",),
+            ),
+        )
+    for dst, seen in transient.items():
+        yield Finding(
+            "mesh.transient",
+            Severity.WARN,
+            f"SSH into {dst} failed once and worked when tried again alone",
+            nodes=(dst,),
+            evidence=tuple(seen),
+        )
 
 
 CHECKS = [ssh_mesh]

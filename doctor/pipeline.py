@@ -51,7 +51,9 @@ if TYPE_CHECKING:
 
 NOT_TESTED = Missing("reachability not tested")
 NO_MESH = Missing("SSH mesh not run")
-WORKERS = 32  # nodes probed (and stage agents started) at once
+# The concurrency budget: nodes probed at once, and the ceiling of every stage's window (agents
+# started, logins made at once), which grows to it only while the logins stay fast.
+WORKERS = 32
 
 
 class Watcher(Protocol):
@@ -168,6 +170,7 @@ def _on_nodes(
                 mode=request.stages.reach_mode,
                 seed=seed,
                 python=python,
+                workers=WORKERS,
                 on_pairs=tested,
             )
     ssh_mesh = _mesh(request, answered, transport, watcher, seed) if remote else NO_MESH
@@ -218,6 +221,7 @@ def _mesh(
             mode=mode,
             seed=seed,
             python=request.targets.python,
+            workers=WORKERS,
             on_pairs=tested,
         )
 

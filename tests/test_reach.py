@@ -9,7 +9,7 @@ import time
 
 from checks.cluster import reach_tcp
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.reach import Reachability, done_event, judge
+from doctor.facts.reach import Reachability, ReachLink, done_event, judge
 from doctor.inventory import Node
 from doctor.stages import reach_agent
 from doctor.stages.agents import Go, run_agents
@@ -165,6 +165,7 @@ def run_loopback(specs: dict[str, dict], launcher: LocalLauncher) -> dict[str, d
         Go(),
         python=sys.executable,
         deadline=30,
+        workers=32,
     )
     done = {n: next(e for e in a.events if e["ev"] == "done") for n, a in agents.items()}
     return done
@@ -229,6 +230,7 @@ def test_a_late_sender_still_finds_the_listener_up() -> None:
         LateSender("127.0.0.2", port),
         python=sys.executable,
         deadline=30,
+        workers=32,
     )
     done = next(e for e in agents["a"].events if e["ev"] == "done")
     assert [x["token"] for x in done["accepted"]] == ["b a 127.0.0.2"]
@@ -250,3 +252,54 @@ def test_connections_queued_when_told_to_stop_are_still_taken() -> None:
     spec = {"source": "a", "expect": 5, "deadline": 5.0, "barrier": True}
     reach_agent.listen(spec, [listener], out, connects_done, [0.0], stop)
     assert [x["token"] for x in out["accepted"]] == ["b a 127.0.0.2"]
+
+
+def _reach_of(statuses: dict[tuple[str, str], str], retried: dict[tuple[str, str], str]):
+    names = tuple(sorted({n for pair in statuses for n in pair}))
+    ifaces = {n: {"eth0": f"10.0.0.{i}"} for i, n in enumerate(names, 1)}
+
+    def link(pair: tuple[str, str], status: str) -> ReachLink:
+        return ReachLink(*pair, "eth0", ifaces[pair[1]]["eth0"], status, message="")
+
+    return Reachability(
+        names,
+        ifaces,
+        tuple(link(p, s) for p, s in statuses.items()),
+        4000,
+        retried=tuple(link(p, s) for p, s in retried.items()),
+    )
+
+
+def _found(reach: Reachability) -> list[tuple[str, tuple[str, ...]]]:
+    cluster = ClusterFacts(nodes={}, reachability=reach)
+    return [(f.code, f.nodes) for f in reach_tcp.fn(cluster)]
+
+
+def test_a_failure_that_passes_alone_is_not_reported_and_a_repeated_one_is_confirmed() -> None:
+    names = ["n1", "n2", "n3"]
+    statuses = {(s, t): "ok" for s in names for t in names if s != t}
+    reach = _reach_of(
+        {**statuses, ("n1", "n2"): "timeout", ("n2", "n3"): "refused"},
+        {("n1", "n2"): "ok", ("n2", "n3"): "refused"},
+    )
+    assert reach.pair_status("n1", "n2") == "ok"
+    assert _found(reach) == [("reach.none", ("n2", "n3"))]
+    [finding] = reach_tcp.fn(ClusterFacts(nodes={}, reachability=reach))
+    assert "confirmed alone: refused" in finding.evidence[0]
+
+
+def test_a_node_no_peer_reaches_is_one_finding_on_that_node() -> None:
+    # Sampled: n4 is tested by four peers, each failed twice; everything else works.
+    names = ["n1", "n2", "n3", "n4", "n5"]
+    statuses = {(s, t): "ok" for s in names for t in names if s != t}
+    into = {(s, "n4"): "timeout" for s in names if s != "n4"}
+    reach = _reach_of({**statuses, **into}, into)
+    assert _found(reach) == [("reach.listener", ("n4",))]
+    # Two of its four peers failing is two broken pairs, not a broken node.
+    few = {(s, "n4"): "timeout" for s in ("n1", "n2")}
+    assert sorted(_found(_reach_of({**statuses, **few}, few))) == [
+        ("reach.none", ("n1", "n4")),
+        ("reach.none", ("n2", "n4")),
+    ]
+    out = {("n4", t): "unreachable" for t in names if t != "n4"}
+    assert _found(_reach_of({**statuses, **out}, out)) == [("reach.outbound", ("n4",))]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from checks.stage import not_run
+from checks.stage import not_run, whole_nodes
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.reach import ReachLink
+from doctor.facts.reach import Reachability, ReachLink
 from doctor.model import Finding, Fix, Severity
 from doctor.nodeset import compact
 from doctor.plugin import cluster_check, need
@@ -25,42 +25,87 @@ from doctor.plugin import cluster_check, need
         "reach.iface_isolated": "an interface no other node reaches (the same address on every "
         "node, like docker0): never use it between nodes",
         "reach.not_run": "the reachability test could not run on a reachable node",
+        "reach.listener": "no peer reached a node on any interface (every one that tried "
+        "failed, twice): that node's listener or firewall, not N broken pairs",
+        "reach.outbound": "a node reached no peer on any interface (every pair it tried "
+        "failed, twice): that node's routes or firewall, not N broken pairs",
     },
 )
 def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
     reach = need(cluster.reachability)
     by_iface: dict[tuple[str, str], list[ReachLink]] = defaultdict(list)
-    for link in reach.links:
+    for link in reach.final():
         by_iface[(link.target, link.iface)].append(link)
-    for source in reach.nodes:
-        for target in reach.nodes:
-            status = reach.pair_status(source, target)
-            if status in (None, "ok", "wrong_source"):  # a NAT path connects: reach.nat
-                continue
-            tried = [x for x in reach.links if x.source == source and x.target == target]
-            yield Finding(
-                "reach.none",
-                Severity.FAIL,
-                f"{source} cannot open TCP to {target} on any interface ({status})",
-                nodes=(source, target),
-                evidence=tuple(
-                    f"{source} → {target} {x.iface} {x.address}:{reach.port}: {x.status}"
-                    + (f" ({x.message})" if x.message else "")
-                    for x in tried
-                ),
-                fix=Fix(
-                    f"Open TCP between {source} and {target} (firewall, security group, routes); "
-                    "NCCL, Gloo and MPI need arbitrary ports both ways.",
-                    (f"ssh {source} 'nc -vz -w2 {tried[0].address} 22'",),
-                ),
-                data={"source": source, "target": target, "status": status},
-            )
+    statuses = {
+        (s, t): status
+        for s in reach.nodes
+        for t in reach.nodes
+        if (status := reach.pair_status(s, t)) not in (None, "not_tested")
+    }
+    # A NAT path connects (reach.nat); anything else that is not ok failed, twice.
+    failed = {pair: status not in ("ok", "wrong_source") for pair, status in statuses.items()}
+    unreached, cut_off = whole_nodes(failed)
+    for target, froms in unreached.items():
+        yield Finding(
+            "reach.listener",
+            Severity.FAIL,
+            f"No node reached {target} over TCP on any interface (all {len(froms)} peers that "
+            f"tried: {compact(froms)}): {target}'s listener never came up, or {target} drops "
+            "the connections",
+            nodes=(target,),
+            evidence=tuple(line for s in froms for line in _attempts(reach, s, target)),
+            fix=Fix(
+                f"Look at {target}'s firewall (iptables/nftables) and that it can listen on "
+                "arbitrary TCP ports; NCCL, Gloo and MPI need them.",
+                (f"ssh {target} 'sudo iptables -S; sudo nft list ruleset'",),
+            ),
+            data={"target": target, "cut_off": froms},
+        )
+    for source in cut_off:
+        tos = [
+            t for (s, t), broke in failed.items() if s == source and broke and t not in unreached
+        ]
+        if not tos:
+            continue
+        yield Finding(
+            "reach.outbound",
+            Severity.FAIL,
+            f"{source} reached no peer over TCP on any interface (all {len(tos)} it tried: "
+            f"{compact(tos)})",
+            nodes=(source,),
+            evidence=tuple(line for t in tos for line in _attempts(reach, source, t)),
+            fix=Fix(
+                f"Look at {source}'s routes and outgoing firewall rules.",
+                (f"ssh {source} 'ip route; sudo iptables -S OUTPUT'",),
+            ),
+            data={"source": source, "unreached": tos},
+        )
+    for (source, target), broke in failed.items():
+        if not broke or target in unreached or source in cut_off:
+            continue
+        status = statuses[(source, target)]
+        tried = reach.tried(source, target)
+        yield Finding(
+            "reach.none",
+            Severity.FAIL,
+            f"{source} cannot open TCP to {target} on any interface ({status})",
+            nodes=(source, target),
+            evidence=tuple(_attempts(reach, source, target)),
+            fix=Fix(
+                f"Open TCP between {source} and {target} (firewall, security group, routes); "
+                "NCCL, Gloo and MPI need arbitrary ports both ways.",
+                (f"ssh {source} 'nc -vz -w2 {tried[0].address} 22'",),
+            ),
+            data={"source": source, "target": target, "status": status},
+        )
     isolated: dict[tuple[str, str], list[str]] = defaultdict(list)
     for (target, iface), links in by_iface.items():
         good = [x.source for x in links if x.status == "ok"]
         bad = [x for x in links if x.status not in ("ok", "not_tested")]
         # Sources with no path at all to the target are reach.none already.
         partial = [x for x in bad if reach.pair_status(x.source, target) == "ok"]
+        if target in unreached:
+            continue
         nat = [x for x in links if x.status == "wrong_source"]
         if not good and bad and all(x.status == "wrong_host" for x in bad):
             isolated[(iface, links[0].address)].append(target)
@@ -110,3 +155,21 @@ def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
             ),
         )
     yield from not_run("reach.not_run", "reachability not tested", reach.not_run)
+
+
+def _attempts(reach: Reachability, source: str, target: str) -> list[str]:
+    """What each interface's connect got, the first time and, where it was tested again
+    alone, the second ("confirmed" when that failed too)."""
+    again = {x.iface: x for x in reach.retried if (x.source, x.target) == (source, target)}
+    lines = []
+    for x in reach.first_tried(source, target):
+        line = f"{source} → {target} {x.iface} {x.address}:{reach.port}: {x.status}"
+        line += f" ({x.message})" if x.message else ""
+        second = again.get(x.iface)
+        if second is not None:
+            word = "confirmed alone" if second.status != "ok" else "alone"
+            line += f"; {word}: {second.status}" + (
+                f" ({second.message})" if second.message else ""
+            )
+        lines.append(line)
+    return lines

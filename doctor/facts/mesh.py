@@ -39,27 +39,66 @@ class MeshLink:
 
 @dataclass(frozen=True)
 class SshMesh:
-    """Every attempted link; sources that could not run the attempts are in ``not_run``."""
+    """Every attempted link; sources that could not run the attempts are in ``not_run``. A link
+    that failed was tried once more, alone, after the stage: ``retried`` holds those attempts."""
 
     nodes: tuple[str, ...]
     links: tuple[MeshLink, ...]
     not_run: dict[str, str] = field(default_factory=dict)
     coverage: Coverage | None = None  # which pairs were tried (None: all)
+    retried: tuple[MeshLink, ...] = ()
+
+    def retry_of(self, link: MeshLink) -> MeshLink | None:
+        return next(
+            (x for x in self.retried if (x.source, x.target) == (link.source, link.target)), None
+        )
 
     def failed(self) -> list[MeshLink]:
-        return [link for link in self.links if link.status != OK]
+        """The failures that were not undone by the second attempt (or had none)."""
+        return [
+            link
+            for link in self.links
+            if link.status != OK and getattr(self.retry_of(link), "status", None) != OK
+        ]
+
+    def passed_alone(self) -> list[tuple[MeshLink, MeshLink]]:
+        """Failures the second attempt, alone, did not repeat: (first, second)."""
+        out = []
+        for link in self.links:
+            again = self.retry_of(link) if link.status != OK else None
+            if again is not None and again.status == OK:
+                out.append((link, again))
+        return out
+
+    def status(self, source: str, target: str) -> str | None:
+        """The pair's verdict: the second attempt's where there was one."""
+        first = next((x for x in self.links if (x.source, x.target) == (source, target)), None)
+        if first is None:
+            return None
+        again = self.retry_of(first) if first.status != OK else None
+        return (again or first).status
 
     def to_section(self) -> dict[str, Any]:
         """The report's ``ssh_mesh``: nodes, a row per source (target -> status), and failures."""
         matrix: dict[str, dict[str, str]] = {s: {} for s in self.nodes}
         for link in self.links:
-            matrix[link.source][link.target] = link.status
+            matrix[link.source][link.target] = self.status(link.source, link.target) or ""
         return {
             "nodes": list(self.nodes),
             "matrix": matrix,
             "failures": [
                 {"source": x.source, "target": x.target, "status": x.status, "message": x.message}
                 for x in self.failed()
+            ],
+            "retried": [
+                {
+                    "source": x.source,
+                    "target": x.target,
+                    "status": x.status,
+                    "message": x.message,
+                    "seconds": x.seconds,
+                }
+                for x in self.retried
             ],
             "not_run": dict(self.not_run),
             "coverage": self.coverage.to_json() if self.coverage else None,

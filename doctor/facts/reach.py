@@ -9,6 +9,9 @@ from doctor.facts.coverage import Coverage
 from doctor.jsonable import loads
 
 OK = "ok"
+# A pair whose worst status is one of these failed (tested again after the stage); the others
+# connected (a NAT path) or say nothing about the pair.
+FAILED = ("timeout", "unreachable", "refused", "failed", "wrong_host")
 # When several interfaces of a peer fail, the node×node matrix shows the first of these.
 _WORST_FIRST = (
     "timeout",
@@ -44,9 +47,23 @@ class Reachability:
     not_run: dict[str, str] = field(default_factory=dict)
     coverage: Coverage | None = None  # which pairs were tested (None: all)
     protocol: str = ""  # how no connect was judged before its target listened
+    retried: tuple[ReachLink, ...] = ()  # the failed pairs' second attempts, after the stage
+
+    def tried(self, source: str, target: str) -> list[ReachLink]:
+        """The attempts that judge the pair: the second ones where it was tested again."""
+        again = [x for x in self.retried if x.source == source and x.target == target]
+        return again or [x for x in self.links if x.source == source and x.target == target]
+
+    def first_tried(self, source: str, target: str) -> list[ReachLink]:
+        return [x for x in self.links if x.source == source and x.target == target]
+
+    def final(self) -> list[ReachLink]:
+        """Every judged link: the second attempt in place of the first where there was one."""
+        again = {(x.source, x.target) for x in self.retried}
+        return [x for x in self.links if (x.source, x.target) not in again] + list(self.retried)
 
     def pair_status(self, source: str, target: str) -> str | None:
-        statuses = [x.status for x in self.links if x.source == source and x.target == target]
+        statuses = [x.status for x in self.tried(source, target)]
         if not statuses:
             return None
         if OK in statuses:
@@ -58,8 +75,9 @@ class Reachability:
         use. A node nobody could test (its agent did not run) is left out, not given an empty
         set: nothing was proven about it either way."""
         out: dict[str, set[str]] = {}
+        final = self.final()
         for node, ifaces in self.interfaces.items():
-            judged = [x for x in self.links if x.target == node and x.status != "not_tested"]
+            judged = [x for x in final if x.target == node and x.status != "not_tested"]
             if not judged:
                 continue
             out[node] = {
@@ -81,23 +99,25 @@ class Reachability:
             "port": self.port,
             "interfaces": self.interfaces,
             "matrix": matrix,
-            "links": [
-                {
-                    "source": x.source,
-                    "target": x.target,
-                    "iface": x.iface,
-                    "address": x.address,
-                    "status": x.status,
-                    "seen_from": x.seen_from,
-                    "message": x.message,
-                }
-                for x in self.links
-            ],
+            "links": [_link_json(x) for x in self.links],
+            "retried": [_link_json(x) for x in self.retried],
             "proven": {n: sorted(v) for n, v in self.proven().items()},
             "not_run": dict(self.not_run),
             "coverage": self.coverage.to_json() if self.coverage else None,
             "protocol": self.protocol,
         }
+
+
+def _link_json(x: ReachLink) -> dict[str, Any]:
+    return {
+        "source": x.source,
+        "target": x.target,
+        "iface": x.iface,
+        "address": x.address,
+        "status": x.status,
+        "seen_from": x.seen_from,
+        "message": x.message,
+    }
 
 
 def done_event(text: str) -> dict[str, Any] | None:

@@ -1,5 +1,9 @@
 """Run one small agent on many nodes at once: streamed, behind a ready barrier, under a deadline.
 
+Agents are started within a congestion window (doctor/stages/window.py): each start holds a place
+until its agent says it is ready, and that time sizes the window, so a loaded machine is not
+asked to start more Pythons at once than it can.
+
 Every agent is shipped like the probe (its source on stdin, then stdin stays open: the agent
 ends itself when the controller goes away) and answers in JSON lines as it works, so whatever it
 did before the stage's deadline is kept. Each agent first says ``{"ev": "ready"}`` and waits;
@@ -11,18 +15,21 @@ one attempt at a time within per-source, per-target and total bounds (the SSH me
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from doctor.collect import FIND_PYTHON
 from doctor.inventory import Node
+from doctor.stages.window import Window
 from doctor.transport.launch import Event, Launcher, Worker, boot_args, start
 
-STARTS = 32  # agents being started at once (each start is one session on its node)
 POLL = 0.05
+# The start of every agent (the barrier) ends at most this many times ``ready_within`` after the
+# stage began: with the window small (a loaded machine) the last agents start late.
+STARTING = 2
 Said = dict[str, list[str]]  # node -> lines to write to its agent
 
 
@@ -88,62 +95,116 @@ def run_agents(
     *,
     python: str | None,
     deadline: float,
+    workers: int,
     ready_within: float = 20.0,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> dict[str, Agent]:
-    """Start the agent on every node, conduct them, collect until done or the deadline; every
-    agent is killed before this returns."""
+    """Start the agent on every node (at most ``workers`` at once, fewer while starts are slow),
+    conduct them once all are ready (each gets ``ready_within`` from its own start), collect
+    until done or ``deadline`` seconds after that; every agent is killed before this returns."""
+    window = Window(workers)
     started = time.monotonic()
     events: queue.Queue[Event] = queue.Queue()
     agents = {n.name: Agent(n.name) for n in nodes}
     keys = {n.name: i for i, n in enumerate(nodes)}
-    workers: dict[int, Worker] = {}
+    running: dict[int, Worker] = {}
+    holding: dict[int, float] = {}  # agents started and not ready yet -> when their start began
+    lock = threading.Lock()
+    no_more = threading.Event()  # the barrier is over: what has not started will not
 
     def launch(key: int, node: Node) -> None:
         argv = agent_argv(python, name, source, spec_for(node))
         worker = start(key, launcher, node, argv, source, events)
-        if isinstance(worker, str):
-            agents[node.name].error = worker
-        else:
-            workers[key] = worker
+        with lock:
+            given_up = key not in holding
+            if isinstance(worker, str):
+                agents[node.name].error = agents[node.name].error or worker
+                settle(key)
+                return
+            running[key] = worker
+        if given_up:  # its start took longer than it was given: its stream ends here
+            worker.process.kill()
+
+    def launch_all() -> None:
+        """Each start in its own thread (a start waits on its node), as the window allows."""
+        threads = []
+        for key, node in enumerate(nodes):
+            began = window.take(no_more)
+            if began is None:
+                agents[node.name].error = f"not started within {STARTING * ready_within:g}s"
+                continue
+            with lock:
+                holding[key] = began
+            threads.append(threading.Thread(target=launch, args=(key, node)))
+            threads[-1].start()
+        for thread in threads:
+            thread.join()
+
+    def settle(key: int, gave_up: bool = False) -> None:
+        """The agent said something (it is up) or its stream ended, or it was given up on: its
+        place in the window is free, and how long it took sizes the window."""
+        began = holding.pop(key, None)
+        if began is not None:
+            window.give_back(began, None if gave_up else time.monotonic() - began)
 
     def tell(said: Said) -> None:
         for node, lines in said.items():
-            if lines and keys[node] in workers:
-                workers[keys[node]].process.send("".join(f"{x}\n" for x in lines).encode())
+            if lines and keys[node] in running:
+                running[keys[node]].process.send("".join(f"{x}\n" for x in lines).encode())
 
-    with ThreadPoolExecutor(max_workers=max(1, min(STARTS, len(nodes)))) as pool:
-        list(pool.map(launch, range(len(nodes)), nodes))
-    open_streams = set(workers)
-    begun = False
+    def give_up(now: float) -> None:
+        """Kill the agents not ready within ``ready_within`` of their own start: their peers are
+        not judged on them."""
+        with lock:
+            late = [k for k, began in holding.items() if now - began > ready_within]
+            for key in late:
+                agents[nodes[key].name].error = f"not ready within {ready_within:g}s"
+                settle(key, gave_up=True)
+        for key in late:
+            if key in running:
+                running[key].process.kill()
+
+    launching = threading.Thread(target=launch_all, daemon=True)
+    launching.start()
+    ended: set[int] = set()
+    begun_at: float | None = None
     try:
-        while open_streams:
+        while begun_at is None or len(ended) < len(running):
             now = time.monotonic()
-            if now - started > deadline:
-                for key in open_streams:
+            if begun_at is not None and now - begun_at > deadline:
+                for key in set(running) - ended:
                     agents[nodes[key].name].error = f"stopped at the stage deadline ({deadline:g}s)"
                 break
-            if not begun:
-                waiting = [k for k in open_streams if not agents[nodes[k].name].ready]
-                if not waiting or now - started > ready_within:
-                    for key in waiting:  # never ready: its peers are not judged on it
-                        agents[nodes[key].name].error = f"not ready within {ready_within:g}s"
-                        workers[key].process.kill()
-                    ready = [nodes[k].name for k in open_streams if k not in waiting]
+            if begun_at is None:
+                give_up(now)
+                if now - started > STARTING * ready_within:
+                    no_more.set()
+                with lock:
+                    starting = launching.is_alive() or bool(holding)
+                if not starting:
+                    launching.join()
+                    ready = [nodes[k].name for k in running if agents[nodes[k].name].ready]
+                    ready = [r for r in ready if keys[r] not in ended]
                     tell(conductor.begin(ready))
-                    begun = True
+                    begun_at = time.monotonic()
             try:
                 event = events.get(timeout=POLL)
             except queue.Empty:
                 continue
             agent = agents[nodes[event.key].name]
+            with lock:
+                if event.key not in running:  # it spoke before its start returned: soon
+                    events.put(event)
+                    time.sleep(POLL / 10)
+                    continue
+                settle(event.key)
             if event.data is None:
-                open_streams.discard(event.key)
-                code = workers[event.key].process.exit_code()
+                ended.add(event.key)
+                code = running[event.key].process.exit_code()
                 if code not in (0, None) and not agent.error:
-                    tail = _tail(workers[event.key])
+                    tail = _tail(running[event.key])
                     agent.error = f"exit status {code}" + (f": {tail}" if tail else "")
-                if begun:
+                if begun_at is not None:
                     tell(conductor.heard(agent.node, {"ev": "ended"}))
                 continue
             if event.data.get("ev") == "ready":
@@ -154,9 +215,11 @@ def run_agents(
             agent.events.append(event.data)
             if on_event is not None:
                 on_event(agent.node, event.data)
-            if begun:
+            if begun_at is not None:
                 tell(conductor.heard(agent.node, event.data))
     finally:
-        for worker in workers.values():
+        no_more.set()
+        launching.join()
+        for worker in running.values():
             worker.process.kill()
     return agents

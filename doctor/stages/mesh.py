@@ -5,30 +5,37 @@ SSH login costs both ends a key exchange: all pairs at 16 nodes is 15 logins out
 every node, about a second of each node's CPU; sampled, each node makes and takes 5.
 
 The controller schedules every login of the cluster (Scheduler): at most PER_SOURCE at once from
-a node, PER_TARGET at once into one (under sshd's MaxStartups, 10), and TOTAL at once in all. On
-a real cluster the last bound rarely binds; where nodes share CPUs (containers on one host, the
-test bed) it keeps the doctor's own load from timing out the logins it is measuring.
+a node, PER_TARGET at once into one (under sshd's MaxStartups, 10), and in all as many as the
+congestion window allows (doctor/stages/window.py: it grows while logins stay fast, halves when
+one is slow or times out into a node others reach). On a real cluster it opens to the pipeline's
+budget within a few rounds; where nodes share CPUs (containers on one host, the test bed) it
+keeps the doctor's own load from timing out the logins it is measuring.
+
+A failed login is tried again after the stage, alone (one login at a time in the whole cluster,
+from a new agent, so a new ssh process and connection): only a second failure is reported
+(``SshMesh.retried`` holds the second attempts).
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
 
 from doctor.facts.coverage import Coverage
-from doctor.facts.mesh import MeshLink, SshMesh, link_of
+from doctor.facts.mesh import OK, MeshLink, SshMesh, link_of
 from doctor.inventory import Node
 from doctor.stages.agents import Said, run_agents
 from doctor.stages.pairs import Sampling, choose
+from doctor.stages.window import START, Window
 from doctor.transport import Transport
 from doctor.transport.launchers import launcher_for
 
 ALL_PAIRS_UP_TO = 16
 PER_SOURCE = 8
 PER_TARGET = 8
-TOTAL = 32
 CONNECT_TIMEOUT = 5
 # Seconds an ssh may run past its ConnectTimeout (authentication on a loaded node) before the
 # agent kills it and reports a timeout.
@@ -47,17 +54,23 @@ def mesh_spec(source: Node, nodes: list[Node], coverage: Coverage) -> dict[str, 
     return {"targets": targets, "connect_timeout": CONNECT_TIMEOUT, "grace": GRACE}
 
 
-def stage_deadline(pairs: int) -> float:
-    """Room for every login to take its ConnectTimeout, TOTAL at a time, and the last its grace."""
-    rounds = -(-pairs // TOTAL)
+def stage_deadline(pairs: int, at_once: int = START) -> float:
+    """Room for every login to take its ConnectTimeout, ``at_once`` at a time (as many as the
+    window starts with), and the last its grace: a backstop (each login's agent ends it)."""
+    rounds = -(-pairs // at_once)
     return rounds * CONNECT_TIMEOUT + CONNECT_TIMEOUT + 2 * GRACE
 
 
 class Scheduler:
-    """Hands out the logins (``try <i>``) within the per-source, per-target and total bounds,
-    and ``end`` to each agent with nothing left to try."""
+    """Hands out the logins (``try <i>``) within the per-source and per-target bounds and the
+    window, and ``end`` to each agent with nothing left to try. Each login that ends sizes the
+    window: a slow one, or a timeout into a node that took another login, is congestion; a
+    timeout into a node nobody has reached yet says nothing about the load."""
 
-    def __init__(self, targets: dict[str, list[str]]) -> None:
+    def __init__(self, targets: dict[str, list[str]], window: Window) -> None:
+        self.window = window
+        self.handed: dict[tuple[str, int], float] = {}  # (source, index) -> when
+        self.reached: set[str] = set()  # targets some login reached
         self.queues = {s: deque(enumerate(ts)) for s, ts in targets.items()}
         self.targets = targets
         self.from_source: Counter[str] = Counter()
@@ -74,12 +87,26 @@ class Scheduler:
         index = event.get("index")
         if event.get("ev") == "link" and index in self.trying[node]:
             self._release(node, index)
+            self._sized(node, index, event)
         elif event.get("ev") == "ended":  # the agent is gone: its logins will never report
             for index in list(self.trying[node]):
                 self._release(node, index)
             self.queues[node].clear()
             self.ended.add(node)
         return self._fill()
+
+    def _sized(self, source: str, index: int, event: dict[str, Any]) -> None:
+        target, began = self.targets[source][index], self.handed.pop((source, index))
+        link = link_of(source, event)
+        if link is None or link.seconds is None:
+            return
+        if link.status == "timeout":
+            if target in self.reached:
+                self.window.ended(began, None)
+        else:
+            if link.status == OK:
+                self.reached.add(target)
+            self.window.ended(began, link.seconds)
 
     def _release(self, source: str, index: int) -> None:
         self.trying[source].discard(index)
@@ -90,11 +117,11 @@ class Scheduler:
         said: dict[str, list[str]] = {}
         busy = sum(self.from_source.values())
         progress = True
-        while progress and busy < TOTAL:
+        while progress and busy < self.window.size:
             progress = False
             for source in self.ready:  # one login per source per pass: fair to every node
                 queue = self.queues[source]
-                if busy >= TOTAL or self.from_source[source] >= PER_SOURCE:
+                if busy >= self.window.size or self.from_source[source] >= PER_SOURCE:
                     continue
                 pick = next((p for p in queue if self.into_target[p[1]] < PER_TARGET), None)
                 if pick is None:
@@ -103,6 +130,7 @@ class Scheduler:
                 self.trying[source].add(pick[0])
                 self.from_source[source] += 1
                 self.into_target[pick[1]] += 1
+                self.handed[(source, pick[0])] = time.monotonic()
                 said.setdefault(source, []).append(f"try {pick[0]}")
                 busy += 1
                 progress = True
@@ -122,12 +150,14 @@ def run_mesh(
     nodes: list[Node],
     transport: Transport,
     *,
+    workers: int,
     mode: Sampling = Sampling.auto,
     seed: int = 0,
     python: str | None = None,
     on_pairs: Callable[[int, int], None] | None = None,
 ) -> SshMesh:
-    """Run the agent on every node; each tries its peers among ``nodes``, as scheduled.
+    """Run the agent on every node; each tries its peers among ``nodes``, as scheduled (at most
+    ``workers`` logins at once); then each failed login again, alone.
 
     A stage that overruns its deadline keeps every link tested before it; the untested ones are
     left out of the matrix (not failures of the nodes it could not get to), and the sources that
@@ -135,7 +165,6 @@ def run_mesh(
     """
     coverage = choose([n.name for n in nodes], mode, ALL_PAIRS_UP_TO, seed)
     specs = {n.name: mesh_spec(n, nodes, coverage) for n in nodes}
-    scheduler = Scheduler({s: [t["name"] for t in spec["targets"]] for s, spec in specs.items()})
     tested = 0
 
     def heard(source: str, event: dict[str, Any]) -> None:
@@ -144,6 +173,37 @@ def run_mesh(
             tested += 1
             on_pairs(tested, coverage.pairs)
 
+    links, not_run = _attempts(nodes, transport, specs, Window(workers), python, heard)
+    again: dict[str, set[str]] = {}
+    for link in links:
+        if link.status != OK:
+            again.setdefault(link.source, set()).add(link.target)
+    retried: list[MeshLink] = []
+    if again:
+        alone = {
+            source: {**spec, "targets": [t for t in spec["targets"] if t["name"] in again[source]]}
+            for source, spec in specs.items()
+            if source in again
+        }
+        sources = [n for n in nodes if n.name in alone]
+        retried, _ = _attempts(sources, transport, alone, Window(1), python, None)
+    names = tuple(n.name for n in nodes)
+    return SshMesh(names, tuple(links), not_run, coverage, tuple(retried))
+
+
+def _attempts(
+    nodes: list[Node],
+    transport: Transport,
+    specs: dict[str, dict[str, Any]],
+    window: Window,
+    python: str | None,
+    heard: Callable[[str, dict[str, Any]], None] | None,
+) -> tuple[list[MeshLink], dict[str, str]]:
+    """One mesh agent per node in ``specs``, every login they try within ``window``."""
+    scheduler = Scheduler(
+        {s: [t["name"] for t in spec["targets"]] for s, spec in specs.items()}, window
+    )
+    pairs = sum(len(spec["targets"]) for spec in specs.values())
     agents = run_agents(
         launcher_for(transport),
         nodes,
@@ -152,7 +212,8 @@ def run_mesh(
         lambda node: specs[node.name],
         scheduler,
         python=python,
-        deadline=stage_deadline(coverage.pairs),
+        deadline=stage_deadline(pairs, min(START, window.ceiling)),
+        workers=window.ceiling,
         on_event=heard,
     )
     links: list[MeshLink] = []
@@ -162,4 +223,4 @@ def run_mesh(
         links += [link for link in reported if link is not None]
         if not agent.finished:
             not_run[source] = agent.error or "the mesh agent ended before trying every peer"
-    return SshMesh(tuple(n.name for n in nodes), tuple(links), not_run, coverage)
+    return links, not_run

@@ -3,24 +3,28 @@
 All pairs up to ALL_PAIRS_UP_TO nodes, a fixed fan-in sample beyond (doctor/stages/pairs.py).
 A TCP connect costs a node almost nothing, so the threshold is set by what a 2-core test bed
 running every node shares: 32 nodes is 992 ordered pairs, done in a few seconds there.
+
+A pair that failed is tested again after the stage, from new agents on a new port, one target
+node at a time (that node and the peers that failed to reach it, nothing else running): only a
+second failure is reported (``Reachability.retried`` holds the second attempts).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import files
 from typing import Any
 
 from doctor.collect import probe_argv
 from doctor.facts.coverage import Coverage
 from doctor.facts.node import NodeFacts
-from doctor.facts.reach import Reachability, done_event, judge
+from doctor.facts.reach import FAILED, Reachability, ReachLink, done_event, judge
 from doctor.inventory import Node
 from doctor.model import Missing
 from doctor.nic.plan import reach_address
-from doctor.stages.agents import Go, run_agents
+from doctor.stages.agents import STARTING, Go, run_agents
 from doctor.stages.pairs import Sampling, choose
 from doctor.transport import BatchTransport, ExecResult, Transport
 from doctor.transport.launchers import launcher_for
@@ -31,7 +35,7 @@ ALL_PAIRS_UP_TO = 32
 # once (every connect runs at the same time).
 CONNECT_TIMEOUT = 5.0
 DEADLINE = 10.0  # seconds an agent listens and connects once it may go
-READY_WITHIN = 20.0  # seconds every agent gets to have its listeners up
+READY_WITHIN = 20.0  # seconds each agent gets, from its start, to have its listeners up
 # One srun step starts every agent at once, with no controller in between to say go: a refused
 # connect is retried this long after the agent started (srun's start skew is well under it).
 RETRY_REFUSED = 10.0
@@ -87,13 +91,15 @@ def run_reach(
     nodes: list[Node],
     transport: Transport | BatchTransport,
     *,
+    workers: int,
     mode: Sampling = Sampling.auto,
     seed: int = 0,
     python: str | None = None,
     port: int | None = None,
     on_pairs: Callable[[int, int], None] | None = None,
 ) -> Reachability | Missing:
-    """Run the agent on every probed node with candidates; judge what each listener saw.
+    """Run the agent on every probed node with candidates (at most ``workers`` started at once);
+    judge what each listener saw; test each failed pair again.
 
     ``on_pairs(tested, total)`` hears of the pairs tested as each node's agent finishes.
     """
@@ -103,17 +109,54 @@ def run_reach(
         return Missing("fewer than two nodes with a routable interface address")
     coverage = choose(list(ifaces), mode, ALL_PAIRS_UP_TO, seed)
     port = port or random.Random().randrange(40000, 60000)
-    specs = reach_specs(ifaces, coverage, port)
     tested = [n for n in nodes if n.name in ifaces]
-    if isinstance(transport, BatchTransport):
-        outputs, not_run = _in_one_step(transport, tested, specs, python)
-        protocol = RETRIED
-    else:
-        progress = _Counter(coverage.pairs, on_pairs)
-        outputs, not_run = _behind_barrier(transport, tested, specs, python, progress)
-        protocol = BARRIER
+    progress = _Counter(coverage.pairs, on_pairs)
+    outputs, not_run = _round(
+        transport, tested, reach_specs(ifaces, coverage, port), python, workers, progress
+    )
     links = tuple(judge(outputs, ifaces))
-    return Reachability(tuple(ifaces), ifaces, links, port, not_run, coverage, protocol)
+    protocol = RETRIED if isinstance(transport, BatchTransport) else BARRIER
+    first = Reachability(tuple(ifaces), ifaces, links, port, not_run, coverage, protocol)
+    return replace(first, retried=tuple(_again(first, transport, tested, python, workers)))
+
+
+def _again(
+    first: Reachability,
+    transport: Transport | BatchTransport,
+    nodes: list[Node],
+    python: str | None,
+    workers: int,
+) -> list[ReachLink]:
+    """Every failed pair once more: per target node, that node and its failed sources alone."""
+    failed: dict[str, list[str]] = {}
+    for source in first.nodes:
+        for target in first.nodes:
+            if first.pair_status(source, target) in FAILED:
+                failed.setdefault(target, []).append(source)
+    retried: list[ReachLink] = []
+    for target, sources in failed.items():
+        names = [*sources, target]
+        ifaces = {n: first.interfaces[n] for n in names}
+        coverage = Coverage("full", None, {n: (target,) if n != target else () for n in names})
+        port = random.Random().randrange(40000, 60000)
+        specs = reach_specs(ifaces, coverage, port)
+        alone = [n for n in nodes if n.name in ifaces]
+        outputs, _ = _round(transport, alone, specs, python, workers, _Counter(0, None))
+        retried += judge(outputs, ifaces)
+    return retried
+
+
+def _round(
+    transport: Transport | BatchTransport,
+    nodes: list[Node],
+    specs: dict[str, dict[str, Any]],
+    python: str | None,
+    workers: int,
+    progress: _Counter,
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    if isinstance(transport, BatchTransport):
+        return _in_one_step(transport, nodes, specs, python)
+    return _behind_barrier(transport, nodes, specs, python, progress, workers)
 
 
 def _behind_barrier(
@@ -122,9 +165,11 @@ def _behind_barrier(
     specs: dict[str, dict[str, Any]],
     python: str | None,
     progress: _Counter,
+    workers: int,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     def spec_for(node: Node) -> dict[str, Any]:
-        return {**specs[node.name], "barrier": True, "ready_within": READY_WITHIN}
+        # The agent waits for its go as long as the controller may take to start every agent.
+        return {**specs[node.name], "barrier": True, "ready_within": STARTING * READY_WITHIN}
 
     def heard(node: str, event: dict[str, Any]) -> None:
         if event.get("ev") == "done":
@@ -138,8 +183,9 @@ def _behind_barrier(
         spec_for,
         Go(),
         python=python,
-        deadline=READY_WITHIN + DEADLINE + 10,
+        deadline=DEADLINE + 10,
         ready_within=READY_WITHIN,
+        workers=workers,
         on_event=heard,
     )
     outputs, not_run = {}, {}

@@ -13,6 +13,7 @@ Other builders (testbed.md's scenarios): ``blackhole_between(a, b)`` (only a -> 
 ``exec_prefix()`` (reach nodes as ``kubectl exec`` does, no sshd),
 ``forget_host_key(a, b)``, ``replace_host_key(n)``, ``deauthorize_controller(n)``,
 ``hostname_loopback(n)`` (own name -> 127.0.1.1), ``unresolvable_on(n, name)``,
+``break_listener(n)`` (no peer reaches its TCP listeners),
 ``rename_interface(n, "ens5")``, ``add_docker0()`` (172.17.0.1/16 everywhere),
 ``shape(n, "10mbit")`` (tbf both ways), ``set_mtu(n, 1400)``,
 ``make_cluster(n, dir, small_shm=("node2",))`` (64 MB /dev/shm), ``bind_mount(n, src, dst)``.
@@ -369,6 +370,15 @@ class Cluster:
     def blackhole_between(self, src: str, dst: str) -> None:
         """``dst`` drops its replies to ``src`` only: ``src`` -> ``dst`` connects time out."""
         self.node(dst).ns.ip("route", "add", "blackhole", f"{self.node(src).address}/32")
+
+    def break_listener(self, name: str) -> None:
+        """Nothing reaches the node's TCP listeners on ports 40000-60000 (where the doctor's
+        reachability agents listen): its answers from there go to a blackhole, as behind a
+        firewall that drops them. Its SSH (port 22) and its own connects (ephemeral ports moved
+        below 40000) still work."""
+        node = self.node(name)
+        node.ns.ip("rule", "add", "ipproto", "tcp", "sport", "40000-60000", "blackhole")
+        node.run(["sysctl", "-qw", "net.ipv4.ip_local_port_range=30000 39999"], check=True)
 
     def hostname_loopback(self, name: str) -> None:
         """The node's /etc/hosts maps its own name to 127.0.1.1 (the Debian installer default)."""

@@ -106,3 +106,23 @@ def test_recommendation_uses_only_interfaces_peers_reached(new_cluster, capsys):
     assert rc == 1 and sorted(unreached) == c.names
     assert "ens6:10.99.2.1, which not every peer reached" in unreached["node2"]["summary"]
     assert unreached["node2"]["fix"]["commands"][0] == "export NCCL_SOCKET_IFNAME==eth0"
+
+
+def test_a_node_whose_listener_no_peer_reaches_is_one_finding_on_that_node(new_cluster, capsys):
+    # node3's listeners are cut off (its SSH and its own connects work): every peer's connect to
+    # it times out, twice (the stage, then alone). That is node3's problem, said once, on node3.
+    c = new_cluster(5)
+    c.break_listener("node3")
+    _, report = preflight(c, capsys, "--no-allreduce")
+    fails = [f for f in report["findings"] if f["severity"] == "fail"]
+    assert {n for f in fails for n in f["nodes"]} == {"node3"}
+    # The NIC checks add what follows for NCCL and Gloo (no interface of node3 was proven).
+    [f] = [f for f in fails if f["code"].startswith("reach.")]
+    assert f["code"] == "reach.listener"
+    assert "node3's listener never came up" in f["summary"]
+    assert len(f["evidence"]) == 4 and all("confirmed alone: timeout" in e for e in f["evidence"])
+    retried = report["reachability"]["retried"]
+    assert {(x["source"], x["target"]) for x in retried} == {
+        (s, "node3") for s in c.names if s != "node3"
+    }
+    assert report["ssh_mesh"]["failures"] == []

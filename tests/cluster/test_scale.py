@@ -3,13 +3,16 @@
 On main before the pipeline scheduled its stages, a healthy 16-node cluster got 17 fail findings
 and a 64-node one 43 (agents started 32 at a time connected to listeners not yet up; the mesh
 starved the probe). Here the healthy cluster must be clean with the mesh and reachability on,
-and a blackholed node must be the only node named.
+and a blackholed node must be the only node named, quiet and with this machine loaded on purpose
+(a busy loop on every core: the reduced form of bench/load_bench.py, which runs 16, 40 and 64
+nodes on two test beds, 5 times each).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import pytest
 
 from doctor.main import main
 from doctor.render.json_report import validate
+from tests.cluster.busy import busy_cores
 from tests.cluster.harness import Cluster, make_cluster
 
 pytestmark = pytest.mark.cluster
@@ -58,6 +62,15 @@ def test_a_healthy_cluster_past_every_threshold_is_clean(
     assert all(ifaces == ["eth0"] for ifaces in report["reachability"]["proven"].values())
 
 
+def test_a_loaded_machine_gives_a_healthy_cluster_the_same_clean_verdict(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with busy_cores():
+        report = preflight(cluster, capsys)
+    assert [f for f in report["findings"] if f["severity"] == "fail"] == []
+    assert report["ssh_mesh"]["failures"] == [] and report["ssh_mesh"]["not_run"] == {}
+
+
 def test_the_same_seed_tests_the_same_pairs(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -78,3 +91,17 @@ def test_a_blackholed_node_is_the_only_node_named(
     healthy = [n for n in cluster.names if n != "node17"]
     assert all(report["nodes"][n]["status"] == "ok" for n in healthy)
     assert "node17" not in report["ssh_mesh"]["nodes"]
+
+
+def test_loaded_the_blackholed_node_is_still_the_only_node_named(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # After the test above: node17 is still blackholed.
+    started = time.monotonic()
+    with busy_cores():
+        report = preflight(cluster, capsys, "--connect-timeout", "3")
+    named = {node for f in report["findings"] if f["severity"] == "fail" for node in f["nodes"]}
+    assert named == {"node17"}, [(f["code"], f["nodes"]) for f in report["findings"]]
+    # How long it takes is this machine's load as much as the doctor's (bench/load_bench.py
+    # records it with the load average); here only that it ends, well within its deadlines.
+    assert time.monotonic() - started < 300

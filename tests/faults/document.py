@@ -9,6 +9,7 @@ the rows are the matrix's runs, the counts are the generated inputs each parser 
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import defaultdict
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from tests.faults.results import REPO, read
 
 DOC = REPO / "docs" / "reliability.md"
+LOAD = REPO / "bench" / "load_bench.json"  # bench/load_bench.py's runs, quiet and loaded
 MATRIX_HEADER = (
     "| scenario | command | exit | deadline (s) | taken (s) | healthy nodes reported "
     "| healthy nodes blamed | leftovers | report files whole |"
@@ -63,8 +65,33 @@ def _rows(rows: list[dict[str, Any]]) -> list[str]:
 Results = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
-def render(faults: Results, properties: Results, huge: Results) -> str:
-    """The document, from the three results files (header, rows)."""
+def load_section(load: dict[str, Any] | None) -> list[str]:
+    """The verdicts of large clusters quiet and loaded on purpose (bench/load_bench.py)."""
+    if load is None:
+        return []
+    from bench.load_bench import verdict_table
+
+    return [
+        "## Verdicts quiet and loaded",
+        "",
+        "The same healthy and one-blackholed clusters, on this project's harness and on an "
+        "independent namespace test bed (/work/shared/testbed/cluster.py), run several times in "
+        'a row with the machine as it was ("quiet": other work shared it, see the load '
+        'averages) and with a busy loop on every core ("loaded"), by '
+        "`python3 -m bench.load_bench` (bench/load_bench.json; CI runs the 40-node cases once "
+        "each, loaded, in tests/cluster/test_scale.py). A verdict is the fail findings; the last "
+        "columns say it was the same in every run and named the blackholed node alone (none "
+        "when healthy), and whether every blackholed run came within 120 s.",
+        "",
+        *verdict_table(load),
+        "",
+    ]
+
+
+def render(
+    faults: Results, properties: Results, huge: Results, load: dict[str, Any] | None = None
+) -> str:
+    """The document, from the three results files (header, rows) and the load bench's."""
     header, rows = faults
     p_header, p_rows = properties
     scenarios = dict.fromkeys((r["scenario"], r["what"]) for r in rows)
@@ -91,6 +118,7 @@ def render(faults: Results, properties: Results, huge: Results) -> str:
         f"{len(rows)} runs; the longest took {max(r['seconds'] for r in rows):.1f} s, all of "
         f"them {sum(r['seconds'] for r in rows):.0f} s.",
         "",
+        *load_section(load),
         "## Generated inputs per parser",
         "",
         "Property tests (tests/properties/, hypothesis) feed every parser and grammar generated "
@@ -130,7 +158,8 @@ def render(faults: Results, properties: Results, huge: Results) -> str:
 
 
 def main() -> int:
-    DOC.write_text(render(read("faults"), read("properties"), read("huge")))
+    load = json.loads(LOAD.read_text()) if LOAD.exists() else None
+    DOC.write_text(render(read("faults"), read("properties"), read("huge"), load))
     print(f"wrote {DOC.relative_to(REPO)}", file=sys.stderr)
     return 0
 
