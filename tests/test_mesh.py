@@ -234,12 +234,13 @@ def test_a_node_slow_to_log_in_to_is_warned_about_but_a_machine_slow_for_all_is_
 def test_a_failed_login_is_tried_again_alone_and_only_a_repeated_failure_stays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A stand-in ssh: into b it is refused every time; into c only the first time (from a or b).
+    # A stand-in ssh: into b it is refused every time; into c only the first time (from a or b:
+    # the two log in at once, so "first" is mkdir's, which only one of them can win).
     (tmp_path / "ssh").write_text(
         "#!/bin/sh\n"
         "host=$(echo \"$@\" | awk '{print $(NF-1)}')\n"
         f"mark={tmp_path}/tried-$host\n"
-        'if [ "$host" = b ] || { [ "$host" = c ] && [ ! -e "$mark" ]; }; then touch "$mark"; '
+        'if [ "$host" = b ] || { [ "$host" = c ] && mkdir "$mark" 2>/dev/null; }; then '
         'echo "ssh: connect to host $host port 22: Connection refused" >&2; exit 255; fi\n'
     )
     (tmp_path / "ssh").chmod(0o755)

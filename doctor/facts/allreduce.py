@@ -290,15 +290,16 @@ class RunResult:
             if row["src"] != row["dst"] and row["bytes"] >= MIN_LINK_BYTES and not row["cpu_bound"]
         ]
         nodes = sorted({row["src"] for row in links} | {row["dst"] for row in links})
-        if len(nodes) < 3:
-            return None
         score = {}
         for n in nodes:
             out = [row["gbps"] for row in links if row["src"] == n]
             into = [row["gbps"] for row in links if row["dst"] == n]
-            score[n] = min(max(out, default=0.0), max(into, default=0.0))
+            if out and into:  # a node with no timing left one way is not judged, not "0"
+                score[n] = min(max(out), max(into))
+        if len(score) < 3:
+            return None
         typical = median(score.values())
-        slow = [n for n in nodes if score[n] < SLOW_LINK_FRACTION * typical]
+        slow = [n for n in score if score[n] < SLOW_LINK_FRACTION * typical]
         if len(slow) != 1:
             return None
         return slow[0], score[slow[0]], typical

@@ -80,14 +80,23 @@ def test_sweep_rows_use_the_slowest_rank_and_nccl_tests_bus_bandwidth() -> None:
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * 3 / 4)
 
 
-def links(n: int, slow: dict[tuple[int, int], float], size: int = 1 << 20) -> list[RankState]:
-    """Ring links both ways, reported by their senders; 1 ms each unless ``slow`` says otherwise."""
+def links(
+    n: int,
+    slow: dict[tuple[int, int], float],
+    size: int = 1 << 20,
+    waited: dict[tuple[int, int], float] | None = None,
+) -> list[RankState]:
+    """Ring links both ways, reported by their senders; 1 ms each unless ``slow`` says otherwise;
+    ``waited``: how long the link's ends waited for a CPU meanwhile (0 unless it says)."""
     ranks = []
     for src in range(n):
         events = []
         for dst in ((src + 1) % n, (src - 1) % n):
             t = slow.get((src, dst), 0.001)
-            events.append({"ev": "link", "src": src, "dst": dst, "bytes": size, "time_s": t})
+            wait = (waited or {}).get((src, dst), 0.0)
+            events.append(
+                {"ev": "link", "src": src, "dst": dst, "bytes": size, "time_s": t, "waited_s": wait}
+            )
         ranks.append(state(src, *events))
     return ranks
 
@@ -131,3 +140,20 @@ def test_a_rank_whose_node_died_is_named_not_the_ranks_stopped_after_it() -> Non
     run = RunResult("as configured", plan(3), "failed", ranks, 3.0)
     assert [r.rank for r in run.behind()] == [2]
     assert run.headline().startswith("as configured: failed: rank 2 (node3) never started")
+
+
+def test_a_node_starved_of_cpu_not_of_link_is_not_named() -> None:
+    # node3's transfers took 10 ms, 8 of them waiting for a CPU (a loaded machine): not its link.
+    slow = {(2, 0): 0.01, (2, 1): 0.01}
+    ranks = links(3, slow, waited={(2, 0): 0.008, (2, 1): 0.008})
+    assert RunResult("r", plan(3), "passed", ranks, 1).slow_node() is None
+    # Whatever is left of a node's timings decides; a node left with none one way is not judged.
+    rows = RunResult("r", plan(3), "passed", ranks, 1).link_rows()
+    assert sorted(r["cpu_bound"] for r in rows) == [False] * 4 + [True] * 2
+
+
+def test_a_shaped_link_that_waited_a_little_is_still_named() -> None:
+    slow = {(2, 0): 1.0, (2, 1): 1.0}
+    ranks = links(3, slow, waited={(2, 0): 0.05, (2, 1): 0.05})
+    found = RunResult("r", plan(3), "passed", ranks, 1).slow_node()
+    assert found is not None and found[0] == "node3"
