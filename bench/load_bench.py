@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import resource
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.floor import ssh_floor
+from bench.floor import by_source, fan_out, logins, ssh_floor
 from bench.scale_bench import mesh_floor, tested_pairs
 from tests.cluster.busy import busy_cores
 from tests.cluster.harness import make_cluster
@@ -146,23 +145,9 @@ def runs(b: Bed, runs_: int, loaded: bool) -> list[dict[str, Any]]:
 
 def reach_floor(b: Bed, pairs: list[tuple[str, str]]) -> float:
     """One login per node that opens a TCP connection to each of its tested peers at once."""
-    peers: dict[str, list[str]] = {}
-    for source, target in pairs:
-        peers.setdefault(source, []).append(target)
-    script = 'for t in "$@"; do (exec 3<>"/dev/tcp/$t/22") & done; wait'
-    ssh = ["ssh", "-F", str(b.ssh_config), "-o", "BatchMode=yes"]
-    started = time.perf_counter()
-    procs = [
-        subprocess.Popen(
-            [*ssh, source, shlex.join(["bash", "-c", script, "bash", *targets])],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for source, targets in peers.items()
-    ]
-    if any(p.wait(600) != 0 for p in procs):
-        raise RuntimeError("reach floor: a login failed")
-    return time.perf_counter() - started
+    each = 'bash -c "exec 3<>/dev/tcp/$t/22"'
+    commands = {source: fan_out(each, t) for source, t in by_source(pairs).items()}
+    return logins(b.ssh_config, commands, "reach floor", 600)
 
 
 def split(b: Bed, loaded: bool) -> dict[str, Any]:
