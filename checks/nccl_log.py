@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from doctor.facts.allreduce import AllreduceFacts
-from doctor.facts.cluster import ClusterFacts
+from doctor.facts.cluster import ClusterFacts, nccl_logs
 from doctor.facts.node import NodeFacts
 from doctor.facts.rdma import RdmaFacts
-from doctor.model import Finding, Fix, Missing, Severity
+from doctor.model import Finding, Fix, Severity
 from doctor.nic.choice import NicPlan
 from doctor.nodeset import compact, split_by_value
 from doctor.plugin import Skip, cluster_check
@@ -194,20 +193,6 @@ def judge(
         )
 
 
-def logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
-    """Every NCCL log the cluster's facts hold: (where from, the log, log host -> node)."""
-    for name, facts in cluster.nodes.items():
-        log = None if isinstance(facts.nccl, Missing) else facts.nccl.log
-        if log is not None:
-            hosts = [u["host"] for u in log["nodes"]]
-            yield "log", log, ({hosts[0]: name} if len(hosts) == 1 else {})
-    allreduce = cluster.allreduce
-    if isinstance(allreduce, AllreduceFacts) and allreduce.runs:
-        run = allreduce.runs[0]
-        if run.nccl:
-            yield "allreduce", run.nccl, {r.host: r.node for r in run.ranks if r.host}
-
-
 def _label(proc: dict[str, Any], node: str, one_per_node: bool) -> str:
     if one_per_node:
         return node
@@ -261,7 +246,7 @@ def drift(procs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Finding]:
     codes={**CODES, **DRIFT_CODES},
 )
 def nccl_log(cluster: ClusterFacts) -> Iterator[Finding]:
-    found = list(logs(cluster))
+    found = list(nccl_logs(cluster))
     if not found:
         raise Skip("no NCCL_DEBUG=INFO log: none was given, and no NCCL allreduce ran")
     procs: list[tuple[str, dict[str, Any]]] = []

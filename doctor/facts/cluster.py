@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,32 +42,37 @@ class ClusterFacts:
         return list(self.nodes) + [n for n in self.failures if n not in self.nodes]
 
 
+def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
+    """Every NCCL log the facts hold, given or the allreduce's ranks': (where from, the log as
+    doctor/explain/nccl_log.py writes it, the log's host -> the doctor's node where known)."""
+    for name, facts in cluster.nodes.items():
+        log = None if isinstance(facts.nccl, Missing) else facts.nccl.log
+        if log is not None:
+            hosts = [u["host"] for u in log["nodes"]]
+            yield "log", log, ({hosts[0]: name} if len(hosts) == 1 else {})
+    allreduce = cluster.allreduce
+    run = allreduce.runs[0] if isinstance(allreduce, AllreduceFacts) and allreduce.runs else None
+    if run is not None and run.nccl:
+        voice = next((r.nccl_voice for r in run.ranks if r.nccl_voice), {})
+        asked = ", ".join([*(f"{x} on" for x in voice.get("on", ())), *voice.get("off", ())])
+        where = f"allreduce {run.label}" + (f" ({asked})" if asked else "")
+        yield where, run.nccl, {r.host: r.node for r in run.ranks if r.host}
+
+
 def nccl_used(cluster: ClusterFacts) -> list[dict[str, Any]]:
     """Per node, what NCCL said it used (a given log, the allreduce's ranks' logs) beside what
     the doctor predicts: the report's "nccl" section; empty where NCCL said nothing."""
-    said: list[tuple[str, str, dict[str, Any]]] = []  # (node, where from, the node's summary)
-    for name, node_facts in cluster.nodes.items():
-        log = None if isinstance(node_facts.nccl, Missing) else node_facts.nccl.log
-        uses = (log or {}).get("nodes", [])
-        for use in uses:
-            said.append((name if len(uses) == 1 else use["host"], "log", use))
-    if isinstance(cluster.allreduce, AllreduceFacts) and cluster.allreduce.runs:
-        run = cluster.allreduce.runs[0]
-        node_of = {r.host: r.node for r in run.ranks if r.host}
-        voice = next((r.nccl_voice for r in run.ranks if r.nccl_voice), {})
-        asked = ", ".join([*(f"{x} on" for x in voice.get("on", ())), *voice.get("off", ())])
-        source = f"allreduce {run.label}" + (f" ({asked})" if asked else "")
-        for use in (run.nccl or {}).get("nodes", ()):
-            said.append((node_of.get(use["host"], use["host"]), source, use))
     rows = []
-    for node, source, use in said:
-        facts = cluster.nodes.get(node)
-        plan = facts.nic if facts is not None else None
-        predicted = "nothing: the node's interfaces are not known"
-        if isinstance(plan, NicPlan):
-            bootstrap, network = plan.predicted()
-            predicted = f"NET/{network}, bootstrap {bootstrap or 'none'}"
-        rows.append(
-            {"node": node, "source": source, "used": use["summary"], "predicted": predicted}
-        )
+    for where, doc, node_of in nccl_logs(cluster):
+        for use in doc["nodes"]:
+            node = node_of.get(use["host"], use["host"])
+            facts = cluster.nodes.get(node)
+            plan = facts.nic if facts is not None else None
+            predicted = "nothing: the node's interfaces are not known"
+            if isinstance(plan, NicPlan):
+                bootstrap, network = plan.predicted()
+                predicted = f"NET/{network}, bootstrap {bootstrap or 'none'}"
+            rows.append(
+                {"node": node, "source": where, "used": use["summary"], "predicted": predicted}
+            )
     return rows
