@@ -4,6 +4,7 @@ sweep and link timings, and what the ranks' own logs said. Facts only: checks/al
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Any
@@ -282,27 +283,27 @@ class RunResult:
         """The node whose best link, in or out, is far slower than the others' best links.
 
         Returns (node, its best Gbit/s-equivalent GB/s, the typical node's). Needs three nodes:
-        with two, a slow link cannot be pinned on either end.
+        with two, a slow link cannot be pinned on either end. Every link counts towards the
+        typical speed (a fast link that waited for a CPU was faster still), but a node is
+        blamed only where its slow way's links did not mostly wait: then the machine was busy,
+        not its link slow.
         """
         links = [
             row
             for row in self.link_rows()
-            if row["src"] != row["dst"] and row["bytes"] >= MIN_LINK_BYTES and not row["cpu_bound"]
+            if row["src"] != row["dst"] and row["bytes"] >= MIN_LINK_BYTES
         ]
-        nodes = sorted({row["src"] for row in links} | {row["dst"] for row in links})
-        score = {}
-        for n in nodes:
-            out = [row["gbps"] for row in links if row["src"] == n]
-            into = [row["gbps"] for row in links if row["dst"] == n]
-            if out and into:  # a node with no timing left one way is not judged, not "0"
-                score[n] = min(max(out), max(into))
+        score = node_scores(links)
         if len(score) < 3:
             return None
         typical = median(score.values())
         slow = [n for n in score if score[n] < SLOW_LINK_FRACTION * typical]
         if len(slow) != 1:
             return None
-        return slow[0], score[slow[0]], typical
+        shown = node_scores(links, upper=True)[slow[0]]
+        if shown >= SLOW_LINK_FRACTION * typical:
+            return None
+        return slow[0], shown, typical
 
     def to_json(self) -> dict[str, Any]:
         slow = self.slow_node()
@@ -334,6 +335,30 @@ class RunResult:
             "slow_node": slow[0] if slow else None,
             "nccl": self.nccl,
         }
+
+
+def node_scores(links: list[dict[str, Any]], *, upper: bool = False) -> dict[str, float]:
+    """Per node, its best link the slower way (a link shaped on egress only is still seen); a
+    node with no timing one way has no score, not 0.
+
+    A link that mostly waited for a CPU ran at least as fast as measured, maybe much faster:
+    with ``upper`` such a link makes its way's best unknown (infinite), so the score says how
+    slow the node can be shown to be, not how slow it looked.
+    """
+    nodes = sorted({row["src"] for row in links} | {row["dst"] for row in links})
+
+    def best(rows: list[dict[str, Any]]) -> float:
+        if upper and any(row["cpu_bound"] for row in rows):
+            return math.inf
+        return max(row["gbps"] for row in rows)
+
+    score = {}
+    for n in nodes:
+        out = [row for row in links if row["src"] == n]
+        into = [row for row in links if row["dst"] == n]
+        if out and into:
+            score[n] = min(best(out), best(into))
+    return score
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ def test_a_10mbit_link_shows_in_the_bandwidth_and_names_the_slow_node(cluster: C
     rate = 10e6 / 8 / 1e9  # 10 Mbit/s in GB/s
     assert run.sweep_rows()[-1]["busbw_gbps"] < 1.5 * rate
     slow = run.slow_node()
-    assert slow is not None
+    assert slow is not None, run.link_rows()
     node, its, typical = slow
     assert node == "node3" and its < 1.5 * rate and typical > 5 * rate
     (finding,) = result.findings

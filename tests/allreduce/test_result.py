@@ -157,3 +157,13 @@ def test_a_shaped_link_that_waited_a_little_is_still_named() -> None:
     ranks = links(3, slow, waited={(2, 0): 0.05, (2, 1): 0.05})
     found = RunResult("r", plan(3), "passed", ranks, 1).slow_node()
     assert found is not None and found[0] == "node3"
+
+
+def test_fast_links_that_waited_for_a_cpu_still_set_the_typical_speed() -> None:
+    # CI on 2 cores: the healthy links took 1 ms, most of it waiting for a CPU; node3's 10 Mbit/s
+    # link took 1 s and barely waited. The healthy links still say how fast the network is.
+    slow = {(2, 0): 1.0, (2, 1): 1.0}
+    healthy = {(0, 1): 0.0008, (1, 0): 0.0008, (0, 2): 0.0008, (1, 2): 0.0008}
+    ranks = links(3, slow, waited={**healthy, (2, 0): 0.01, (2, 1): 0.01})
+    found = RunResult("r", plan(3), "passed", ranks, 1).slow_node()
+    assert found is not None and found[0] == "node3"
