@@ -113,6 +113,21 @@ class Capture:
             return _corrupt(name)
         return entry["value"] if "value" in entry else _missing(entry, name)
 
+    def mark_asked(self, sent: float, received: float) -> None:
+        """Keep when the controller asked for this capture and when the answer arrived, on the
+        controller's clock: a node clock read during the probe lies between the two if the
+        clocks agree, however long the node took to answer."""
+        self.raw["asked"] = {"sent": sent, "received": received}
+
+    @property
+    def asked(self) -> tuple[float, float] | None:
+        """(sent, received) from mark_asked; None for a capture that was only saved."""
+        entry = self.raw.get("asked")
+        try:
+            return float(entry["sent"]), float(entry["received"])  # type: ignore[index]
+        except (KeyError, TypeError, ValueError):
+            return None
+
     def paths(self, kind: str, prefix: str) -> list[str]:
         """Every captured path of one kind ("files", "dirs", "links") under a prefix, sorted."""
         return sorted(p for p in self.raw.get(kind, {}) if p.startswith(prefix))

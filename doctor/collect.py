@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
@@ -80,6 +81,12 @@ def interpret(node: Node, result: ExecResult | NodeFailure) -> Capture | NodeFai
     return parse_capture_bytes(node.name, result.stdout)
 
 
+def asked(outcome: Capture | NodeFailure, sent: float, received: float) -> Capture | NodeFailure:
+    if isinstance(outcome, Capture):
+        outcome.mark_asked(sent, received)
+    return outcome
+
+
 def gather(
     nodes: list[Node],
     transport: Transport | BatchTransport,
@@ -93,20 +100,23 @@ def gather(
     results: dict[str, Capture | NodeFailure] = {}
     if isinstance(transport, BatchTransport):
         # One launch reaches every node (srun); each finds its own Python as over SSH.
+        sent = time.time()
         answers = transport.execute_all(
             nodes,
             probe_argv(python, spec),
             probe_source(),
             spec["deadline"] + TRANSPORT_GRACE,
         )
+        received = time.time()
         for node in nodes:
-            results[node.name] = interpret(node, answers[node.name])
+            results[node.name] = asked(interpret(node, answers[node.name]), sent, received)
             if on_done:
                 on_done(node.name, results[node.name])
         return results
 
     def one(node: Node) -> None:
-        outcome = probe_node(node, transport, spec, python)
+        sent = time.time()
+        outcome = asked(probe_node(node, transport, spec, python), sent, time.time())
         results[node.name] = outcome
         if on_done:
             on_done(node.name, outcome)

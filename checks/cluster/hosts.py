@@ -11,7 +11,7 @@ from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nodeset import compact, group_nodes
 from doctor.plugin import Skip, cluster_check
 
-CLOCK_SKEW_WARN = 5.0  # seconds; the probes start within a second or so of each other
+CLOCK_SKEW_WARN = 5.0  # seconds beyond what the probes' timing leaves uncertain
 
 
 @cluster_check(
@@ -89,24 +89,35 @@ def identity_unique(cluster: ClusterFacts) -> Iterator[Finding]:
     codes={"clock.skew": "a node's clock is off by more than 5 s from the others"},
 )
 def clock_skew(cluster: ClusterFacts) -> Iterator[Finding]:
-    clocks = {
-        n: f.system.clock
+    systems = {
+        n: f.system
         for n, f in cluster.nodes.items()
         if not isinstance(f.system, Missing) and f.system.clock > 0
     }
-    if len(clocks) < 2:
+    if len(systems) < 2:
         raise Skip("fewer than two node clocks")
-    median = statistics.median(clocks.values())
-    for name, clock in clocks.items():
-        off = clock - median
+    # Each node's clock minus the controller's lies between its reading minus when the answer
+    # arrived and its reading minus when it was asked: on a loaded machine the probes of one run
+    # start many seconds apart, and that spread is no skew. Saved captures (no times) compare
+    # the bare readings.
+    timed = all(s.asked for s in systems.values())
+    span = {
+        n: (s.clock - s.asked[1], s.clock - s.asked[0]) if timed and s.asked else (s.clock, s.clock)
+        for n, s in systems.items()
+    }
+    median = statistics.median((lo + hi) / 2 for lo, hi in span.values())
+    for name, (lo, hi) in span.items():
+        off = lo - median if lo > median else hi - median if hi < median else 0.0
         if abs(off) > CLOCK_SKEW_WARN:
+            clock = systems[name].clock
+            seen = f"{lo:+.1f} to {hi:+.1f} s from the controller's" if timed else f"{clock:.1f}"
             yield Finding(
                 "clock.skew",
                 Severity.WARN,
                 f"{name}'s clock is {abs(off):.1f} s {'ahead of' if off > 0 else 'behind'} the "
                 "others: logs will not line up and TLS/Kerberos tokens may be refused",
                 nodes=(name,),
-                evidence=(f"{name}: {clock:.1f}, median of all nodes {median:.1f}",),
+                evidence=(f"{name}: {seen}, median of all nodes {median:+.1f}",),
                 fix=Fix(
                     "Run time synchronisation on every node.",
                     ("timedatectl status", "sudo systemctl enable --now chrony"),

@@ -22,6 +22,9 @@ class SystemFacts:
     numa_nodes: tuple[int, ...] | Missing
     container: str | None  # "docker", "podman", "kubernetes", "lxc", ... or None on bare metal
     clock: float  # the node's time.time() when probed, for clock-skew checks
+    # When the controller asked for the capture and when it arrived, on its own clock: the node's
+    # clock agrees with it if `clock` lies between them. None for a capture read from a file.
+    asked: tuple[float, float] | None = None
 
 
 CPU_LIST_PART = re.compile(r"\s*(\d{1,6})(?:-(\d{1,6}))?\s*")
@@ -96,4 +99,5 @@ def parse_system(cap: Capture) -> SystemFacts | Missing:
         numa_nodes=parse_cpu_list(numa) if isinstance(numa, str) else numa,
         container=detect_container(cap),
         clock=float(cap.value("time") or 0.0),
+        asked=cap.asked,
     )

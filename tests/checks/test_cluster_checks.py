@@ -27,6 +27,7 @@ def node(
     hostname: str | None = None,
     boot_id: str | None = None,
     clock: float = 1000.0,
+    asked: tuple[float, float] | None = None,
     resolved: dict[str, Any] | None = None,
     version: str | None = None,
     env: dict[str, str] | None = None,
@@ -34,7 +35,7 @@ def node(
 ) -> NodeFacts:
     system = SystemFacts(
         hostname or name, "Debian", "6.1", "x86_64", "3.11.2", "/usr/bin/python3",
-        boot_id or f"boot-{name}", 8, (0,), None, clock,
+        boot_id or f"boot-{name}", 8, (0,), None, clock, asked,
     )  # fmt: skip
     if resolved is None:
         resolved = {n: (a,) for n, a in ADDR.items()}
@@ -131,6 +132,17 @@ def test_clock_skew():
     assert codes(clock_skew, cluster(node("n1"), node("n2", clock=1003), node("n3"))) == []
     [f] = list(clock_skew.fn(cluster(node("n1"), node("n2", clock=1042.5), node("n3"))))
     assert f.code == "clock.skew" and f.nodes == ("n2",) and "42.5 s ahead" in f.summary
+
+
+def test_probes_answered_seconds_apart_on_a_busy_controller_are_no_skew():
+    # 64 nodes on one loaded machine: n3 was asked 30 s after n1, its clock read 30 s later.
+    timed = [node(f"n{i}", clock=1000.0 + 15 * i, asked=(999.0 + 15 * i, 1002.0 + 15 * i))
+             for i in range(1, 4)]  # fmt: skip
+    assert codes(clock_skew, cluster(*timed)) == []
+    # The same spread with n2's clock 42 s ahead of the controller's and the others'.
+    timed[1] = node("n2", clock=1072.0, asked=(1029.0, 1032.0))
+    [f] = list(clock_skew.fn(cluster(*timed)))
+    assert f.nodes == ("n2",) and "40.5 s ahead" in f.summary
 
 
 def test_slots_against_gpus():
