@@ -11,18 +11,25 @@ from pathlib import Path
 from tests.cluster.harness import Cluster
 
 
-def logins(ssh_config: Path, commands: dict[str, str], what: str, timeout: float) -> float:
-    """Seconds for one login per node running its command, all started together, until the last
-    one ends: every floor a benchmark sets beside the doctor."""
+def logins(
+    ssh_config: Path, commands: dict[str, str], what: str, timeout: float, stdin: bytes = b""
+) -> float:
+    """Seconds for one login per node running its command (``stdin`` on its standard input), all
+    started together, until the last one ends: every floor a benchmark sets beside the doctor."""
     started = time.perf_counter()
     procs = [
         subprocess.Popen(
             ["ssh", "-F", str(ssh_config), "-o", "BatchMode=yes", node, command],
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         for node, command in commands.items()
     ]
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write(stdin)
+        p.stdin.close()
     if any(p.wait(timeout) != 0 for p in procs):
         raise RuntimeError(f"{what}: a login failed")
     return time.perf_counter() - started

@@ -9,6 +9,8 @@ Each round runs, back to back and in rotating order, on this node:
 and on a 3-node namespace cluster with real sshd:
 
 - floor: ``ssh -o BatchMode=yes host true`` to the 3 nodes at once;
+- the probe over OpenSSH: the same logins, each running the doctor's probe (its source on stdin,
+  as the doctor ships it): what the doctor's own work on the nodes costs a shell;
 - collect: ``doctor collect -H node1,node2,node3 --save-raw DIR`` (one login and one probe per
   node, the captures written).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -30,8 +33,12 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench.floor import ssh_floor
+from bench.floor import logins, ssh_floor
 from bench.installed import compile_bytecode
+from doctor.collect import LOADER, probe_source
+from doctor.pipeline import probe_spec
+from doctor.registry import load_checks
+from doctor.request import Request
 from tests.cluster.harness import Cluster, make_cluster
 
 HERE = Path(__file__).parent
@@ -62,8 +69,14 @@ def local_commands(log: Path, out: Path) -> dict[str, list[str]]:
 def cluster_commands(c: Cluster, out: Path) -> dict[str, Callable[[], float]]:
     collect = [DOCTOR, "collect", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config)]
     collect += ["--python", sys.executable, "--save-raw", str(out / "cluster")]
+    # The spec the doctor sends: every check's files and commands, every node's name resolved.
+    spec = probe_spec(Request("collect", checks=tuple(load_checks())), list(c.names))
+    probe = shlex.join([sys.executable, "-c", LOADER, json.dumps(spec)])
     return {
         "ssh true, 3 nodes": lambda: ssh_floor(c),
+        "ssh + probe, 3 nodes": lambda: logins(
+            c.ssh_config, dict.fromkeys(c.names, probe), "probe floor", 120, probe_source()
+        ),
         "doctor collect, 3 nodes": lambda: timed(collect, (0,)),
     }
 
@@ -96,6 +109,9 @@ def main(argv: list[str]) -> None:
             name: round(t / python, 2) for name, t in med.items() if name.startswith("doctor ")
         },
         "collect_vs_ssh_floor": round(med["doctor collect, 3 nodes"] / floor, 2),
+        "collect_vs_ssh_probe_floor": round(
+            med["doctor collect, 3 nodes"] / med["ssh + probe, 3 nodes"], 2
+        ),
         "target": "doctor collect on 3 nodes <= 1.5x the parallel ssh true floor",
         "load_average_at_end": os.getloadavg(),
     }
