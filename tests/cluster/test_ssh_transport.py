@@ -32,6 +32,8 @@ def test_probe_runs_on_every_node_over_ssh(new_cluster):
     for name, cap in results.items():
         assert not isinstance(cap, NodeFailure), cap
         assert cap.value("hostname") == name  # each node's own UTS namespace
+        # Its clock reading lies inside the span the controller kept (one clock here).
+        assert cap.asked is not None and cap.asked[0] <= cap.value("time") <= cap.asked[1]
 
 
 def test_failures_are_classified_and_others_still_probed(new_cluster):

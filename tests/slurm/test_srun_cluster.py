@@ -259,6 +259,8 @@ def test_each_capture_comes_from_its_own_node_address(slurm: Slurm) -> None:
     for node in slurm.nodes:
         capture = results[node.name]
         assert isinstance(capture, Capture), capture
+        assert capture.asked is not None and capture.asked[0] <= capture.value("time")
+        assert capture.value("time") <= capture.asked[1]
         fib = capture.file("/proc/net/fib_trie")
         assert isinstance(fib, str)
         assert node.address in local_addresses(fib) - {"127.0.0.1"}, fib
