@@ -121,7 +121,7 @@ class Capture:
 
     @property
     def asked(self) -> tuple[float, float] | None:
-        """(sent, received) from mark_asked; None for a capture that was only saved."""
+        """(sent, received) from mark_asked, kept in saved captures too; None where not kept."""
         entry = self.raw.get("asked")
         try:
             return float(entry["sent"]), float(entry["received"])  # type: ignore[index]

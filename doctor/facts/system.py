@@ -23,7 +23,8 @@ class SystemFacts:
     container: str | None  # "docker", "podman", "kubernetes", "lxc", ... or None on bare metal
     clock: float  # the node's time.time() when probed, for clock-skew checks
     # When the controller asked for the capture and when it arrived, on its own clock: the node's
-    # clock agrees with it if `clock` lies between them. None for a capture read from a file.
+    # clock agrees with it if `clock` lies between them. None where the capture does not say (a
+    # pasted output, a capture saved before the span was kept).
     asked: tuple[float, float] | None = None
 
 
