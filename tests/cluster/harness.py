@@ -377,7 +377,9 @@ class Cluster:
         firewall that drops them. Its SSH (port 22) and its own connects (ephemeral ports moved
         below 40000) still work."""
         node = self.node(name)
-        node.ns.ip("rule", "add", "ipproto", "tcp", "sport", "40000-60000", "blackhole")
+        # TCP by its number: ip reads protocol names from /etc/protocols, which a minimal Debian
+        # (no netbase) lacks ('Invalid "ipproto" value' in the clean root).
+        node.ns.ip("rule", "add", "ipproto", "6", "sport", "40000-60000", "blackhole")
         node.run(["sysctl", "-qw", "net.ipv4.ip_local_port_range=30000 39999"], check=True)
 
     def hostname_loopback(self, name: str) -> None:
