@@ -6,6 +6,8 @@ or a plugin broken 3, Ctrl-C 130; never a traceback unless DOCTOR_DEBUG asks for
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
 import traceback
@@ -25,6 +27,11 @@ from doctor.errors import (
     UsageError,
 )
 from doctor.output import stderr_console
+
+# At exit, Python's last collection walks every object the imports made (40 ms of a 0.6 s
+# `doctor collect`) to free memory the process hands back anyway; frozen, they are skipped.
+# atexit handlers run before that collection, and the flush of stdout after it, as before.
+atexit.register(gc.freeze)
 
 
 def main(argv: list[str] | None = None) -> int:
