@@ -11,6 +11,9 @@ and on a 3-node namespace cluster with real sshd:
 - floor: ``ssh -o BatchMode=yes host true`` to the 3 nodes at once;
 - the probe over OpenSSH: the same logins, each running the doctor's probe (its source on stdin,
   as the doctor ships it): what the doctor's own work on the nodes costs a shell;
+- the doctor's reach: a Python process that does what ``doctor collect`` does to reach the nodes
+  (the inventory from the same ssh_config, one paramiko connection per node, its wrapper) and
+  runs ``true`` on each: the transport alone, like for like with the floor;
 - collect: ``doctor collect -H node1,node2,node3 --save-raw DIR`` (one login and one probe per
   node, the captures written).
 
@@ -42,6 +45,19 @@ from doctor.request import Request
 from tests.cluster.harness import Cluster, make_cluster
 
 HERE = Path(__file__).parent
+# The doctor's transport running `true` on every node at once, nothing else. The inventory comes
+# first, as in the doctor: it imports paramiko without invoke, which ssh_config does not need.
+REACH = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from doctor.inventory import build_inventory
+nodes = build_inventory(hosts=sys.argv[1], ssh_config=Path(sys.argv[2]))
+from doctor.transport.ssh import SshTransport
+with SshTransport() as ssh, ThreadPoolExecutor(len(nodes)) as pool:
+    results = list(pool.map(lambda node: ssh.execute(node, ["true"], b"", 60), nodes))
+sys.exit(0 if all(getattr(r, "rc", 1) == 0 for r in results) else 1)
+"""
 DOCTOR = str(Path(sys.executable).parent / "doctor")
 LOG = HERE.parent / "tests" / "fixtures" / "logs" / "real" / "nccl-wrong-magic.log"
 
@@ -74,6 +90,9 @@ def cluster_commands(c: Cluster, out: Path) -> dict[str, Callable[[], float]]:
     probe = shlex.join([sys.executable, "-c", LOADER, json.dumps(spec)])
     return {
         "ssh true, 3 nodes": lambda: ssh_floor(c),
+        "doctor's transport, true on 3 nodes": partial(
+            timed, [sys.executable, "-c", REACH, c.hosts_arg(), str(c.ssh_config)], (0,)
+        ),
         "ssh + probe, 3 nodes": lambda: logins(
             c.ssh_config, dict.fromkeys(c.names, probe), "probe floor", 120, probe_source()
         ),
@@ -108,11 +127,12 @@ def main(argv: list[str]) -> None:
         "vs_python_start": {
             name: round(t / python, 2) for name, t in med.items() if name.startswith("doctor ")
         },
+        "transport_vs_ssh_floor": round(med["doctor's transport, true on 3 nodes"] / floor, 2),
         "collect_vs_ssh_floor": round(med["doctor collect, 3 nodes"] / floor, 2),
         "collect_vs_ssh_probe_floor": round(
             med["doctor collect, 3 nodes"] / med["ssh + probe, 3 nodes"], 2
         ),
-        "target": "doctor collect on 3 nodes <= 1.5x the parallel ssh true floor",
+        "probe_floor_vs_ssh_floor": round(med["ssh + probe, 3 nodes"] / floor, 2),
         "load_average_at_end": os.getloadavg(),
     }
     (HERE / "startup_bench.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -15,6 +15,11 @@ from doctor.transport.exec import ExecPrefix, ExecTransport
 from doctor.transport.local import LocalTransport
 from doctor.transport.srun import in_allocation, slurm_nodes
 
+# The concurrency budget: nodes probed at once (and connected ahead of the probe), and the
+# ceiling of every stage's window (agents started, logins made at once), which grows to it only
+# while the logins stay fast.
+WORKERS = 32
+
 
 def ssh_options(targets: Targets) -> SshOptions:
     return SshOptions(
@@ -27,13 +32,15 @@ def ssh_options(targets: Targets) -> SshOptions:
 
 @contextmanager
 def transport_for(nodes: list[Node], ssh: SshOptions) -> Iterator[Transport]:
-    """This machine alone runs without SSH; otherwise one SSH connection per node, closed after."""
+    """This machine alone runs without SSH; otherwise one SSH connection per node, begun at
+    once in the background and closed after."""
     if all(n.local for n in nodes):
         yield LocalTransport()
         return
     from doctor.transport.ssh import SshTransport  # paramiko (0.2 s) only when a node is remote
 
     with SshTransport(ssh) as transport:
+        transport.open(nodes, WORKERS)
         yield transport
 
 
@@ -46,8 +53,12 @@ def _exec_nodes(targets: Targets) -> list[Node]:
     return [replace(n, address=n.address or n.name) for n in nodes]
 
 
+# The nodes a command reaches, and the transport that reaches them.
+Reached = tuple[list[Node], Transport | BatchTransport]
+
+
 @contextmanager
-def connect(targets: Targets) -> Iterator[tuple[list[Node], Transport | BatchTransport]]:
+def connect(targets: Targets) -> Iterator[Reached]:
     """The nodes and their transport: this machine, SSH to the named hosts, a command prefix
     (--exec: kubectl, docker), or one srun step for a SLURM allocation (auto inside one, when no
     hosts are named)."""

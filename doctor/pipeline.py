@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from doctor.baseline import load_baseline
 from doctor.capture import Capture
 from doctor.collect import gather
-from doctor.connect import connect
+from doctor.connect import WORKERS, connect
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts, nccl_used
 from doctor.facts.mesh import SshMesh
@@ -51,9 +51,6 @@ if TYPE_CHECKING:
 
 NOT_TESTED = Missing("reachability not tested")
 NO_MESH = Missing("SSH mesh not run")
-# The concurrency budget: nodes probed at once, and the ceiling of every stage's window (agents
-# started, logins made at once), which grows to it only while the logins stay fast.
-WORKERS = 32
 
 
 class Watcher(Protocol):

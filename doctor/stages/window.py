@@ -6,8 +6,9 @@ and a timeout would be blamed on a healthy node. So the window grows while login
 as the fastest seen and halves when one is much slower, or times out (TCP's AIMD, with Vegas's
 idea of taking the fastest time seen as the uncongested one). It opens quickly where logins are
 cheap: from START it grows by one per login that ended in time until the first sign of
-congestion, then by one per window's worth, between FLOOR and the pipeline's budget (its
-``WORKERS``: the ceiling; on a real cluster the window reaches it within a few rounds).
+congestion, then by one per window's worth, between FLOOR and the pipeline's budget
+(``doctor.connect.WORKERS``: the ceiling; on a real cluster the window reaches it within a few
+rounds).
 
 A halving is applied once per window: a login handed out before the last cut was judged under
 the old size and does not cut again.

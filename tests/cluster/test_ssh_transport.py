@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from dataclasses import replace
@@ -149,3 +151,50 @@ def test_a_login_nodes_known_hosts_hashed_long_and_with_a_broken_line(new_cluste
     with SshTransport() as t:
         results = gather(nodes, t, SPEC)
     assert not any(isinstance(r, NodeFailure) for r in results.values()), results
+
+
+def sshd_peers(c, name: str) -> int:
+    """How many SSH connections the node's sshd holds open now."""
+    out = c.node(name).run(["ss", "-Htn", "state", "established", "( sport = :22 )"]).stdout
+    return len(out.splitlines())
+
+
+def wait_for(condition, seconds: float = 10.0) -> bool:
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_connections_opened_ahead_are_made_before_any_command_and_then_used(new_cluster):
+    c = new_cluster(3)
+    nodes = nodes_of(c)
+    with SshTransport() as t:
+        t.open(nodes, window=2)
+        # The first two are connected with no command sent; the third waits for its first use.
+        assert wait_for(lambda: [sshd_peers(c, n) for n in c.names] == [1, 1, 0])
+        time.sleep(0.3)
+        assert sshd_peers(c, "node3") == 0
+        results = gather(nodes, t, SPEC)
+        assert all(not isinstance(r, NodeFailure) for r in results.values()), results
+        # Each command ran on the connection opened for it: still one per node.
+        assert [sshd_peers(c, n) for n in c.names] == [1, 1, 1]
+    assert wait_for(lambda: [sshd_peers(c, n) for n in c.names] == [0, 0, 0])
+
+
+def test_a_transport_closed_while_it_connects_ahead_keeps_no_connection(new_cluster):
+    c = new_cluster(2)
+    nodes = nodes_of(c)
+    sshd = c.node("node2").sshd
+    os.kill(sshd.pid, signal.SIGSTOP)  # node2's handshake cannot finish until its sshd runs
+    t = SshTransport(SshOptions(connect_timeout=5))
+    t.open(nodes, window=2)
+    assert wait_for(lambda: sshd_peers(c, "node1") == 1)
+    t.close()
+    assert sshd_peers(c, "node1") == 0 or wait_for(lambda: sshd_peers(c, "node1") == 0)
+    os.kill(sshd.pid, signal.SIGCONT)  # node2's handshake completes after close(): not kept
+    assert wait_for(lambda: sshd_peers(c, "node2") == 0)
+    failure = t.execute(nodes[1], ["true"], b"", 5)
+    assert isinstance(failure, NodeFailure) and failure.code == "ssh.error"
