@@ -26,6 +26,8 @@ NO_TORCH = "torch is not importable"  # the worker's words when the node's Pytho
 CODES = {
     "allreduce.failed": "the allreduce failed as configured; names each stuck rank and its phase",
     "allreduce.timeout": "a rank overran its phase deadline; every rank was killed",
+    "allreduce.slow_start": "most ranks were still importing torch at the launch deadline: "
+    "the allreduce was not run (a slow shared filesystem or loaded nodes, not one node)",
     "allreduce.wrong_result": "the allreduce returned a sum that differs from the exact one",
     "allreduce.recommendation_fails": "the recommended settings fail where the current ones pass",
     "allreduce.slow_node": "one node's links are far slower than the others'",
@@ -131,7 +133,25 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
     """The configured run's outcome, judged against the recommended run when there is one."""
     configured = facts.runs[0]
     recommended = facts.runs[1] if len(facts.runs) > 1 else None
-    if configured.status in ("failed", "timeout"):
+    starting = configured.still_starting() if configured.status == "timeout" else []
+    launch = configured.plan.deadlines.launch
+    if len(starting) * 2 > len(configured.ranks):
+        # Most ranks slow to import torch at once is the machine or the filesystem they share,
+        # not the nodes: the allreduce proved nothing either way, and no node is blamed.
+        yield Finding(
+            "allreduce.slow_start",
+            Severity.WARN,
+            f"{configured.label}: not run: {len(starting)} of {len(configured.ranks)} ranks "
+            f"were still starting (import torch) after {launch:g}s",
+            (),
+            tuple(configured.sentence(r) for r in starting[:5]),
+            Fix(
+                "torch loads slowly on most nodes at once (a shared filesystem under load, "
+                "overloaded nodes): give the ranks longer to start.",
+                (f"doctor preflight ... --launch-timeout {max(120, 4 * launch):g}",),
+            ),
+        )
+    elif configured.status in ("failed", "timeout"):
         culprits = configured.behind()
         evidence = [configured.sentence(r) for r in configured.ranks if not r.done]
         if recommended is not None:
@@ -146,6 +166,13 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
             fix = Fix(
                 "Name the nodes' interpreter that has torch (the one training uses).",
                 (f"doctor allreduce --python /path/to/venv/bin/python   # was {facts.python}",),
+            )
+        elif culprits and all(r in starting for r in culprits):
+            fix = Fix(
+                f"These nodes had not imported torch within {launch:g}s while the others had: "
+                "check their load, disks and filesystem mounts; if they are only slow, give "
+                "them longer.",
+                (f"doctor preflight ... --launch-timeout {max(120, 4 * launch):g}",),
             )
         else:
             fix = Fix(

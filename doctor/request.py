@@ -221,6 +221,15 @@ class AllreduceSettings:
     iface: Annotated[
         str | None, flag("--iface", help="Interface whose address hosts the rendezvous.")
     ] = None
+    launch_timeout: Annotated[
+        float,
+        flag(
+            "--launch-timeout",
+            min=1.0,
+            help="Seconds every rank may take to start and import torch (raise it where torch "
+            "loads from a slow shared filesystem).",
+        ),
+    ] = Deadlines.launch
     deadlines: Deadlines = field(default_factory=Deadlines)
 
     def __post_init__(self) -> None:

@@ -203,11 +203,18 @@ class RunResult:
         # process or its node gone); the others were only slower, or stopped because of it.
         return [r for r in last if r.error] or [r for r in last if r.failed] or last
 
+    def still_starting(self) -> list[RankState]:
+        """The ranks that had neither failed nor got past starting (their process, then
+        ``import torch``): what a launch deadline caught."""
+        return [r for r in self.ranks if r.phase in ("", "launch") and not r.failed]
+
     def sentence(self, r: RankState) -> str:
         phase = r.failed_phase or r.phase or "launch"
         text = STUCK.get(phase, f"stopped in {phase}").format(
             master=self.master, backend=self.plan.backend
         )
+        if r.phase == "launch" and not r.failed:
+            text = f"started but had not imported torch within {self.plan.deadlines.launch:g}s"
         line = f"rank {r.rank} ({r.node}) {text}"
         if r.error:
             line += f": {r.error}"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
+from checks.allreduce import verdict
+from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RankState, RunResult
 from doctor.inventory import Node
+from doctor.model import Severity
 
 
 def plan(n: int) -> Plan:
@@ -167,3 +169,55 @@ def test_fast_links_that_waited_for_a_cpu_still_set_the_typical_speed() -> None:
     ranks = links(3, slow, waited={**healthy, (2, 0): 0.01, (2, 1): 0.01})
     found = RunResult("r", plan(3), "passed", ranks, 1).slow_node()
     assert found is not None and found[0] == "node3"
+
+
+def timed_out(*ranks: RankState) -> AllreduceFacts:
+    run = RunResult("as configured", plan(len(ranks)), "timeout", list(ranks), 32.0)
+    return AllreduceFacts("gloo", len(ranks), "node1", 29500, "python3", "node1:29500", runs=(run,))
+
+
+def test_most_ranks_still_importing_torch_is_a_slow_start_that_blames_no_node() -> None:
+    facts = timed_out(
+        state(0, *phases("launch", "rendezvous")),
+        state(1, *phases("launch")),
+        state(2, *phases("launch")),
+        RankState(3, "node4"),  # its process had not printed yet
+    )
+    (finding,) = verdict(facts)
+    assert (finding.code, finding.severity, finding.nodes) == (
+        "allreduce.slow_start",
+        Severity.WARN,
+        (),
+    )
+    assert finding.summary == (
+        "as configured: not run: 3 of 4 ranks were still starting (import torch) after 30s"
+    )
+    assert finding.evidence[0] == "rank 1 (node2) started but had not imported torch within 30s"
+    assert finding.fix is not None and "--launch-timeout 120" in finding.fix.commands[0]
+
+
+def test_a_few_ranks_slow_to_import_torch_are_named_with_a_fix_for_that() -> None:
+    facts = timed_out(
+        state(0, *phases("launch", "rendezvous")),
+        state(1, *phases("launch", "rendezvous")),
+        state(2, *phases("launch", "rendezvous")),
+        state(3, *phases("launch")),
+    )
+    (finding,) = verdict(facts)
+    assert (finding.code, finding.severity, finding.nodes) == (
+        "allreduce.timeout",
+        Severity.FAIL,
+        ("node4",),
+    )
+    assert finding.fix is not None and "had not imported torch within 30s" in finding.fix.text
+
+
+def test_a_rank_that_failed_at_launch_is_not_counted_as_slow() -> None:
+    no_torch = {"ev": "fail", "phase": "launch", "error": "torch is not importable: No module"}
+    facts = timed_out(
+        state(0, *phases("launch")),
+        state(1, *phases("launch"), no_torch),
+        state(2, *phases("launch"), no_torch),
+    )
+    (finding,) = verdict(facts)
+    assert finding.code == "allreduce.timeout" and finding.nodes == ("node2", "node3")
