@@ -135,9 +135,7 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
     recommended = facts.runs[1] if len(facts.runs) > 1 else None
     starting = configured.still_starting() if configured.status == "timeout" else []
     launch = configured.plan.deadlines.launch
-    if len(starting) * 2 > len(configured.ranks):
-        # Most ranks slow to import torch at once is the machine or the filesystem they share,
-        # not the nodes: the allreduce proved nothing either way, and no node is blamed.
+    if configured.slow_start:
         yield Finding(
             "allreduce.slow_start",
             Severity.WARN,

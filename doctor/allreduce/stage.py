@@ -62,9 +62,12 @@ def try_recommended(configured: RunResult, job: Job) -> bool:
     """Whether to run again as recommended: when the configured run failed before the sum was
     verified (does the fix work?), or when the recommendation would change what the libraries
     choose (would the change break it?). A run that verified the exact sum and then overran
-    (a slow link in the sweep) proved its interfaces: another variant would only cost as long."""
+    (a slow link in the sweep) proved its interfaces: another variant would only cost as long, as
+    would one after a slow start."""
     if configured.status == "interrupted" or not differs(job.recommendation, configured):
         return False
+    if configured.slow_start:
+        return False  # the ranks would be as slow to import torch again
     broken = configured.status != "passed" and not configured.verified
     return broken or job.recommendation_changes
 

@@ -208,6 +208,12 @@ class RunResult:
         ``import torch``): what a launch deadline caught."""
         return [r for r in self.ranks if r.phase in ("", "launch") and not r.failed]
 
+    @property
+    def slow_start(self) -> bool:
+        """Timed out with most ranks still starting: the machine or the filesystem they share
+        was slow, not a node, and the run proved nothing about the network either way."""
+        return self.status == "timeout" and 2 * len(self.still_starting()) > len(self.ranks)
+
     def sentence(self, r: RankState) -> str:
         phase = r.failed_phase or r.phase or "launch"
         text = STUCK.get(phase, f"stopped in {phase}").format(

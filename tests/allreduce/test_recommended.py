@@ -10,10 +10,11 @@ NODES = (Node("n1"), Node("n2"))
 ADVICE = {"GLOO_SOCKET_IFNAME": "eth0"}
 
 
-def run(status: str, wrong: int | None) -> RunResult:
+def run(status: str, wrong: int | None, phase: str = "init") -> RunResult:
+    """Both ranks stopped in ``phase`` (a wrong interface hangs init), or verified the sum."""
     verify = {} if wrong is None else {"wrong": wrong, "elems": 1024}
     ranks = [
-        RankState(i, n.name, host=n.name, env={"GLOO_SOCKET_IFNAME": None}, verify=verify)
+        RankState(i, n.name, phase, host=n.name, env={"GLOO_SOCKET_IFNAME": None}, verify=verify)
         for i, n in enumerate(NODES)
     ]
     plan = Plan(ranks=tuple(Rank(i, n) for i, n in enumerate(NODES)))
@@ -39,3 +40,10 @@ def test_nothing_to_try_when_interrupted_or_already_as_recommended() -> None:
     job = Job(NODES, recommendation=ADVICE)
     assert not try_recommended(run("interrupted", None), job)
     assert not try_recommended(run("failed", None), Job(NODES, recommendation={}))
+
+
+def test_a_run_whose_ranks_were_still_importing_torch_is_not_run_again() -> None:
+    # Every rank would be as slow to start again: the second run would only double the wait.
+    job = Job(NODES, recommendation=ADVICE)
+    assert not try_recommended(run("timeout", None, phase="launch"), job)
+    assert try_recommended(run("timeout", None, phase="rendezvous"), job)
