@@ -9,6 +9,9 @@ Each round runs, back to back and in rotating order, on this node:
 and on a 3-node namespace cluster with real sshd:
 
 - floor: ``ssh -o BatchMode=yes host true`` to the 3 nodes at once;
+- the same over warm OpenSSH masters (``ControlMaster``/``ControlPersist``, started before the
+  rounds and stopped after): what connection multiplexing saves a second run, at the price of an
+  ssh process per node left running between runs, which the doctor never leaves;
 - the probe over OpenSSH: the same logins, each running the doctor's probe (its source on stdin,
   as the doctor ships it): what the doctor's own work on the nodes costs a shell;
 - the doctor's reach: a Python process that does what ``doctor collect`` does to reach the nodes
@@ -82,7 +85,22 @@ def local_commands(log: Path, out: Path) -> dict[str, list[str]]:
     }
 
 
-def cluster_commands(c: Cluster, out: Path) -> dict[str, Callable[[], float]]:
+def multiplexed(c: Cluster, out: Path) -> Path:
+    """An ssh_config that sends every login through one persistent master per node."""
+    config = out / "ssh_config.mux"
+    config.write_text(
+        f"Host *\n  ControlMaster auto\n  ControlPath {out}/mux-%C\n  ControlPersist 600\n"
+        f"Include {c.ssh_config}\n"
+    )
+    return config
+
+
+def stop_masters(config: Path, names: list[str]) -> None:
+    for name in names:
+        subprocess.run(["ssh", "-F", str(config), "-O", "exit", name], capture_output=True)
+
+
+def cluster_commands(c: Cluster, out: Path, mux: Path) -> dict[str, Callable[[], float]]:
     collect = [DOCTOR, "collect", "-H", c.hosts_arg(), "--ssh-config", str(c.ssh_config)]
     collect += ["--python", sys.executable, "--save-raw", str(out / "cluster")]
     # The spec the doctor sends: every check's files and commands, every node's name resolved.
@@ -90,6 +108,9 @@ def cluster_commands(c: Cluster, out: Path) -> dict[str, Callable[[], float]]:
     probe = shlex.join([sys.executable, "-c", LOADER, json.dumps(spec)])
     return {
         "ssh true, 3 nodes": lambda: ssh_floor(c),
+        "ssh true over warm masters, 3 nodes": lambda: logins(
+            mux, dict.fromkeys(c.names, "true"), "multiplexed floor", 120
+        ),
         "doctor's transport, true on 3 nodes": partial(
             timed, [sys.executable, "-c", REACH, c.hosts_arg(), str(c.ssh_config)], (0,)
         ),
@@ -111,12 +132,17 @@ def main(argv: list[str]) -> None:
         runs: dict[str, Callable[[], float]] = {
             name: partial(timed, argv) for name, argv in local_commands(log, out).items()
         }
-        runs |= cluster_commands(c, out)
+        mux = multiplexed(c, out)
+        runs |= cluster_commands(c, out, mux)
         times: dict[str, list[float]] = {name: [] for name in runs}
         names = list(runs)
-        for r in range(rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                times[name].append(runs[name]())
+        try:
+            runs["ssh true over warm masters, 3 nodes"]()  # starts the masters
+            for r in range(rounds):
+                for name in names[r % len(names) :] + names[: r % len(names)]:
+                    times[name].append(runs[name]())
+        finally:
+            stop_masters(mux, list(c.names))
     med = {name: round(statistics.median(t), 3) for name, t in times.items()}
     python, floor = med["python -c pass"], med["ssh true, 3 nodes"]
     doc = {

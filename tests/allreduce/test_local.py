@@ -195,3 +195,49 @@ def test_a_rank_that_ends_before_it_is_recorded_is_not_an_internal_error(monkeyp
     assert run.ranks[1].exit_code not in (None, 0)
     assert [r.rank for r in run.behind()] == [1]
     assert time.monotonic() - started < 15
+
+
+class SlowTorch(LocalLauncher):
+    """Ranks on ``slow`` nodes import a torch that takes a minute to load (a shared filesystem
+    under load): it shadows the real one on their PYTHONPATH."""
+
+    def __init__(self, shadow: Path, slow: set[str]) -> None:
+        self.shadow, self.slow = shadow, slow
+
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        if node.name in self.slow:
+            argv = ["env", f"PYTHONPATH={self.shadow}", *argv]
+        return super().start(node, argv, stdin)
+
+
+def slow_torch(tmp_path: Path) -> Path:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("import time\ntime.sleep(60)\n")
+    return tmp_path
+
+
+def test_every_rank_slow_to_import_torch_is_a_slow_start_that_blames_no_node(tmp_path) -> None:
+    plan = local_plan(3, deadlines=Deadlines(launch=2, settle=0.5))
+    started = time.monotonic()
+    run = run_plan(plan, SlowTorch(slow_torch(tmp_path), {"node1", "node2", "node3"}))
+    assert time.monotonic() - started < 2 + 2 + 5
+    assert run.status == "timeout" and run.slow_start
+    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
+    (finding,) = judge(facts)
+    assert (finding.code, finding.nodes) == ("allreduce.slow_start", ())
+    assert "--launch-timeout" in finding.fix.commands[0]  # type: ignore[union-attr]
+    assert not survivors([r.pid for r in run.ranks if r.pid])
+
+
+def test_one_rank_slow_to_import_torch_is_named(tmp_path) -> None:
+    plan = local_plan(3, deadlines=Deadlines(launch=8, settle=0.5))
+    run = run_plan(plan, SlowTorch(slow_torch(tmp_path), {"node3"}))
+    assert run.status == "timeout" and not run.slow_start
+    assert [r.rank for r in run.behind()] == [2]
+    assert run.sentence(run.ranks[2]) == (
+        "rank 2 (node3) started but had not imported torch within 8s"
+    )
+    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
+    (finding,) = judge(facts)
+    assert (finding.code, finding.nodes) == ("allreduce.timeout", ("node3",))
+    assert not survivors([r.pid for r in run.ranks if r.pid])
