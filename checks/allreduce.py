@@ -125,6 +125,10 @@ def not_started(facts: AllreduceFacts) -> Finding:
     )
 
 
+def _longer_start(launch: float) -> str:
+    return f"doctor preflight ... --launch-timeout {max(120, 4 * launch):g}"
+
+
 def _exports(env: dict[str, str]) -> tuple[str, ...]:
     return tuple(f"export {k}={v}" for k, v in sorted(env.items()))
 
@@ -146,7 +150,7 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
             Fix(
                 "torch loads slowly on most nodes at once (a shared filesystem under load, "
                 "overloaded nodes): give the ranks longer to start.",
-                (f"doctor preflight ... --launch-timeout {max(120, 4 * launch):g}",),
+                (_longer_start(launch),),
             ),
         )
     elif configured.status in ("failed", "timeout"):
@@ -170,7 +174,7 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
                 f"These nodes had not imported torch within {launch:g}s while the others had: "
                 "check their load, disks and filesystem mounts; if they are only slow, give "
                 "them longer.",
-                (f"doctor preflight ... --launch-timeout {max(120, 4 * launch):g}",),
+                (_longer_start(launch),),
             )
         else:
             fix = Fix(

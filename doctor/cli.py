@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -98,14 +98,12 @@ def _run(request: Request, reached: Reached | None = None) -> Report:
     return pipeline.run_connected(request, *reached, progress)
 
 
-@contextmanager
-def _reaching(targets: Targets) -> Iterator[Reached]:
-    """The nodes and their transport, entered before the checks load: the SSH handshakes then
+def _reaching(targets: Targets) -> AbstractContextManager[Reached]:
+    """The nodes and their transport, to enter before the checks load: the SSH handshakes then
     go on while the checks and their facts are imported (0.1 s), not after."""
     from doctor.connect import connect
 
-    with connect(targets) as reached:
-        yield reached
+    return connect(targets)
 
 
 @command()
