@@ -190,11 +190,15 @@ def test_a_transport_closed_while_it_connects_ahead_keeps_no_connection(new_clus
     sshd = c.node("node2").sshd
     os.kill(sshd.pid, signal.SIGSTOP)  # node2's handshake cannot finish until its sshd runs
     t = SshTransport(SshOptions(connect_timeout=5))
-    t.open(nodes, window=2)
-    assert wait_for(lambda: sshd_peers(c, "node1") == 1)
-    t.close()
-    assert sshd_peers(c, "node1") == 0 or wait_for(lambda: sshd_peers(c, "node1") == 0)
-    os.kill(sshd.pid, signal.SIGCONT)  # node2's handshake completes after close(): not kept
+    try:
+        t.open(nodes, window=2)
+        assert wait_for(lambda: sshd_peers(c, "node1") == 1)
+        t.close()
+        assert wait_for(lambda: sshd_peers(c, "node1") == 0)
+    finally:
+        # node2's handshake completes after close(): not kept. Resumed whatever happened, or
+        # the teardown's SIGTERM would wait on a stopped sshd.
+        os.kill(sshd.pid, signal.SIGCONT)
     assert wait_for(lambda: sshd_peers(c, "node2") == 0)
     failure = t.execute(nodes[1], ["true"], b"", 5)
     assert isinstance(failure, NodeFailure) and failure.code == "ssh.error"
