@@ -26,6 +26,7 @@ from doctor.errors import (
     UsageError,
 )
 from doctor.flags import options
+from doctor.job.settings import StacksSettings
 from doctor.output import (
     Format,
     Formatting,
@@ -184,6 +185,17 @@ def run_job(
         launch or [], line, request, settings, output.threshold, progress
     )
     return show_job(report, verdict, result, output)
+
+
+@command()
+def stacks(output: OutputOptions, targets: Targets, settings: StacksSettings) -> int:
+    """Where every rank of a running job is: the rank that holds the others, its node and line."""
+    from doctor.job.stacks import look_at_job
+
+    with _reaching(targets) as (nodes, transport):
+        checks = _checks(["hang", "reach"])
+        report = look_at_job(nodes, transport, settings, checks, targets.python)
+    return emit(report, output)
 
 
 @command()

@@ -10,6 +10,7 @@ from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.mesh import SshMesh
 from doctor.facts.node import NodeFacts
 from doctor.facts.reach import Reachability
+from doctor.facts.stacks import StacksFacts
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
 from doctor.nic.choice import NicPlan
@@ -35,11 +36,17 @@ class ClusterFacts:
     allreduce: AllreduceFacts | Missing = field(
         default_factory=lambda: Missing("allreduce not run")
     )
+    # A running job's ranks, where each one is (doctor stacks, doctor run's hang watch).
+    stacks: StacksFacts | Missing = field(
+        default_factory=lambda: Missing("no running job was looked at")
+    )
 
     @property
     def names(self) -> list[str]:
-        """Every node in inventory order, reachable or not."""
-        return list(self.nodes) + [n for n in self.failures if n not in self.nodes]
+        """Every node in inventory order, reachable or not (and those only looked at, not
+        probed: `doctor stacks`)."""
+        named = [*self.inventory, *self.nodes, *self.failures]
+        return list(dict.fromkeys(named))
 
 
 def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
