@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from checks.stage import whole_nodes
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.hang import Group, HangView, hang_view
+from doctor.facts.hang import Gone, Group, HangView, hang_view
 from doctor.facts.reach import Reachability
 from doctor.facts.stacks import JobProcess
 from doctor.model import Finding, Fix, Severity
@@ -68,7 +68,8 @@ def hang(cluster: ClusterFacts) -> Iterator[Finding]:
         raise Skip("no rank of a training job found on any node")
     views = [hang_view(stacks, job) for job in jobs] or [hang_view(stacks, "")]
     yield from _silent(views[0])
-    for node in views[0].empty:
+    lost = {g.node for view in views for g in view.gone}
+    for node in (n for n in views[0].empty if n not in lost):
         yield Finding(
             "hang.no_job",
             Severity.WARN,
@@ -127,21 +128,29 @@ def _silent(view: HangView) -> Iterator[Finding]:
 
 
 def _gone(view: HangView) -> Iterator[Finding]:
+    by_node: dict[str | None, list[Gone]] = {}
     for gone in view.gone:
-        where = f" on {gone.node}" if gone.node else ""
-        node = gone.node or "its node"
+        by_node.setdefault(gone.node, []).append(gone)
+    for node, lost in by_node.items():
+        numbers = compact([str(g.rank) for g in lost]).strip("[]")
+        ranks = f"rank{'s' if len(lost) > 1 else ''} {numbers}"
+        where = f" on {node}" if node else ""
         yield Finding(
             "hang.rank_gone",
             Severity.FAIL,
-            f"rank {gone.rank}{where} is gone ({gone.why}); {waited(view)}",
-            nodes=(gone.node,) if gone.node else (),
+            f"{ranks}{where} gone ({lost[0].why}); {waited(view)}",
+            nodes=(node,) if node else (),
+            evidence=tuple(g.why for g in lost[1:]),
             fix=Fix(
-                f"Its process ended without ending the job: the kernel's OOM killer, a signal, "
-                f"or a crash the launcher did not report. Look at {node}'s kernel log and the "
-                "rank's own output; restart the job.",
-                (f"ssh {node} 'dmesg -T | grep -i -E \"killed process|out of memory|segfault\"'",),
+                "Its process ended without ending the job: the kernel's OOM killer, a signal, "
+                f"or a crash the launcher did not report. Look at {node or 'its node'}'s kernel "
+                "log and the rank's own output; restart the job.",
+                (
+                    f"ssh {node or 'NODE'} 'dmesg -T | grep -i -E "
+                    '"killed process|out of memory|segfault"\'',
+                ),
             ),
-            data={"rank": gone.rank},
+            data={"ranks": [g.rank for g in lost]},
         )
 
 
@@ -234,8 +243,16 @@ def _symmetric(view: HangView, reach: Reachability | object) -> Finding:
         if nodes:
             cut = f"{compact(list(nodes))} no longer connects to the other nodes over TCP"
         elif bad_pairs:
-            nodes = tuple(sorted({n for pair in bad_pairs for n in pair}))
-            cut = "these pairs no longer connect: " + ", ".join(f"{s}->{t}" for s, t in bad_pairs)
+            # Too few peers to blame one node by its links alone (a 3-node job): the node in
+            # every broken pair is still the one.
+            common = set.intersection(*(set(pair) for pair in bad_pairs))
+            nodes = tuple(sorted(common or {n for pair in bad_pairs for n in pair}))
+            pairs = ", ".join(f"{s}->{t}" for s, t in bad_pairs)
+            cut = (
+                f"{nodes[0]} no longer connects to the other nodes over TCP ({pairs})"
+                if len(common) == 1
+                else f"these pairs no longer connect: {pairs}"
+            )
         else:
             cut = "every link among its nodes connects now"
         evidence.append(f"TCP among {compact(list(reach.nodes))}: {cut}")

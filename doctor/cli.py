@@ -26,7 +26,7 @@ from doctor.errors import (
     UsageError,
 )
 from doctor.flags import options
-from doctor.job.settings import StacksSettings
+from doctor.job.settings import HangSettings, StacksSettings
 from doctor.output import (
     Format,
     Formatting,
@@ -153,6 +153,7 @@ def run_job(
     stages: StageSettings,
     allreduce: AllreduceSettings,
     settings: RunSettings,
+    hang: HangSettings,
     launch: Annotated[
         list[str] | None,
         typer.Argument(help="The launch command, after --: torchrun ..., mpirun ..., srun ..."),
@@ -182,7 +183,7 @@ def run_job(
 
     progress = Progress(stderr_console(), quiet=settings_ui.quiet, verbose=settings_ui.verbose)
     report, verdict, result = run_command(
-        launch or [], line, request, settings, output.threshold, progress
+        launch or [], line, request, settings, hang, output.threshold, progress
     )
     return show_job(report, verdict, result, output)
 

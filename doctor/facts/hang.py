@@ -121,7 +121,7 @@ def hang_view(stacks: StacksFacts, job: str) -> HangView:
         (Group(positions[(v[0].node, v[0].pid)], tuple(v)) for v in by_key.values()),
         key=lambda g: (-len(g.ranks), not g.waits),
     )
-    gone, world = _gone(stacks, ranks, ras)
+    gone, world = _gone(stacks, job, ranks, ras)
     return HangView(
         job=job,
         positions=positions,
@@ -209,7 +209,7 @@ def _mismatch(groups: list[Group], flight: FlightView) -> Sides | None:
 
 
 def _gone(
-    stacks: StacksFacts, ranks: list[JobProcess], ras: RasView | None
+    stacks: StacksFacts, job: str, ranks: list[JobProcess], ras: RasView | None
 ) -> tuple[list[Gone], int | None]:
     """Ranks the job has (its world size) that no answering node holds, and RAS's lost ranks;
     a rank on a node that said nothing is that node's silence, not a rank gone."""
@@ -224,8 +224,12 @@ def _gone(
         if group is not None:
             node_of_group[group] = r.node
     out: dict[int, Gone] = {}
+    # A group of ranks no answering node holds ran on the one node that holds none, if one.
+    bare = [n for n, s in stacks.nodes.items() if not any(p.job() == job for p in s.processes)]
     for number in sorted(set(range(world or 0)) - numbers):
         node = node_of_group.get(number // per_node) if per_node else None
+        if node is None and len(bare) == 1 and not stacks.failures:
+            node = bare[0]
         if node is None and stacks.failures:
             continue  # most likely on the node that did not answer
         out[number] = Gone(number, node, f"no process holds rank {number} (world size {world})")

@@ -19,6 +19,10 @@ NOT_WAITS = {"get_rank", "get_world_size", "is_initialized", "get_backend", "_ge
 LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "/lib64/python3")
 DATALOADER = "torch/utils/data/dataloader.py"
 DEBUGGER = ("/pdb.py", "/bdb.py", "/pydevd", "/debugpy/")
+# Bytes a rank must read or write in the window to count as moving: above what a hung job's
+# background chatter costs (the TCP store's watchdog polls, NCCL RAS's keepalives: well under
+# a kilobyte a second), below one collective of any real training step.
+MOVED_BYTES = 64 << 10
 # A host thread waiting for the GPU (NCCL's collectives run there): the native frames say so.
 DEVICE_WAIT = re.compile(
     r"\b(cu|cuda|hip)(Stream|Device|Event|Ctx)Synchronize\b|\b_local_scalar_dense|\bcuEventQuery"
@@ -88,6 +92,11 @@ def position(process: JobProcess) -> Position:
     python = thread.python()
     for i, frame in enumerate(python):
         if in_c10d(frame):
+            # The public call is the outermost of torch.distributed's own frames
+            # (init_process_group above _new_process_group_helper).
+            while i + 1 < len(python) and any(w in python[i + 1].file for w in WRAPPERS):
+                i += 1
+                frame = python[i] if in_c10d(python[i]) else frame
             outer = python[i + 1 :]
             caller = next((f for f in outer if not any(w in f.file for w in WRAPPERS)), None)
             site = next((f for f in outer if not is_library(f)), caller)
@@ -115,7 +124,7 @@ def moved(process: JobProcess) -> str | None:
     first, last = process.first, process.last
     if first and last and first.io_bytes is not None and last.io_bytes is not None:
         grown = last.io_bytes - first.io_bytes
-        if grown > 0:
+        if grown >= MOVED_BYTES:
             return f"{grown} bytes read or written in {process.seconds:g}s"
     before = _main(process.threads_before, process.pid)
     now = process.main_thread()

@@ -4,6 +4,7 @@ at start-up, the job's machinery only when a command runs."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
@@ -60,3 +61,31 @@ class StacksSettings:
             twice=twice,
             deadline=max(self.deadline, self.window + 2.0),
         )
+
+
+class OnHang(str, enum.Enum):
+    report = "report"
+    stop = "stop"
+
+
+# A training step rarely prints nothing for five minutes; NCCL's own watchdog ends a collective
+# after ten (torch's default for NCCL), so the verdict comes before the job is killed for it.
+HANG_AFTER = 300.0
+
+
+@dataclass(frozen=True)
+class HangSettings:
+    """`doctor run`'s hang watch (its own options)."""
+
+    hang_after: Annotated[
+        float,
+        flag(
+            "--hang-after",
+            min=0.0,
+            help="Seconds without output after which every rank is looked at (0: never).",
+        ),
+    ] = HANG_AFTER
+    on_hang: Annotated[
+        OnHang,
+        flag("--on-hang", help="A hung job: report it and leave it running, or stop it."),
+    ] = OnHang.report

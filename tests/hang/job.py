@@ -7,8 +7,9 @@ Every rank runs ``--steps`` good allreduces, then rank ``--rank`` misbehaves:
   op      it broadcasts while the others allreduce (a mismatched collective)
   size    it allreduces twice as many elements as the others
   kill    its process is killed (SIGKILL) while the others wait in the allreduce
-  slow    no one misbehaves: every step computes ``--step-seconds`` on the CPU, then allreduces,
-          and a line is printed every ``--print-every`` steps only (slow, but progressing)
+  vanish  its process is killed (SIGKILL) before it joins the process group
+  slow    no one misbehaves: every step computes ``--step-seconds`` on the CPU, then allreduces
+          1 MB, and a line is printed every ``--print-every`` steps only (slow, but progressing)
   none    the good steps, then exit
 
 Gloo on CPU, or NCCL when ``--backend nccl`` (each rank on cuda:LOCAL_RANK modulo the GPUs; the
@@ -36,6 +37,8 @@ parser.add_argument("--print-every", type=int, default=1000)
 parser.add_argument("--seconds", type=float, default=30.0, help="how long 'slow' runs")
 args = parser.parse_args()
 
+if args.mode == "vanish" and int(os.environ["RANK"]) == args.rank:
+    os.kill(os.getpid(), signal.SIGKILL)
 dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=900))
 rank = dist.get_rank()
 device = torch.device("cpu")
@@ -96,7 +99,7 @@ elif args.mode == "slow":
         until = time.monotonic() + args.step_seconds
         while time.monotonic() < until:
             a = (a @ a).clamp(-1, 1)
-        allreduce()
+        allreduce(1 << 18)  # a 1 MB gradient
         step += 1
         if step % args.print_every == 0:
             print(f"rank {rank}: step {step}", flush=True)
