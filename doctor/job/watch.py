@@ -35,6 +35,7 @@ from doctor.render.terminal import render_text
 from doctor.transport import BatchTransport, Transport
 
 WINDOW = 3.0  # seconds each rank is watched for progress once the job went quiet
+DUMPS = 4.0  # seconds, beyond the window, a node gets to answer (a silent node costs this much)
 MARK = "CLUSTER_DOCTOR_JOB"
 FR_ENTRIES = "2000"
 # torch renamed Flight Recorder's variables (TORCH_NCCL_* -> TORCH_FR_*) and warns on the old
@@ -95,7 +96,7 @@ class Watch:
         report = look_at_job(
             self.nodes,
             self.transport,
-            StacksSettings(window=WINDOW),
+            StacksSettings(window=WINDOW, deadline=WINDOW + DUMPS),
             self.checks,
             self.python,
             job=self.mark,
