@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from doctor.facts.allreduce import AllreduceFacts
@@ -40,6 +42,29 @@ class ClusterFacts:
     def names(self) -> list[str]:
         """Every node in inventory order, reachable or not."""
         return list(self.nodes) + [n for n in self.failures if n not in self.nodes]
+
+    @cached_property
+    def address_owners(self) -> dict[str, str]:
+        """Each address that one node alone holds -> that node: the address the inventory gives
+        and every global address of its interfaces. An address several nodes hold (docker0's
+        172.17.0.1, loopback) names none of them."""
+        held: dict[str, set[str]] = {}
+        for name, node in self.inventory.items():
+            held.setdefault(node.address or "", set()).add(name)
+        for name, facts in self.nodes.items():
+            if not isinstance(facts.net, Missing):
+                for a in facts.net.ifaddrs:
+                    if a.scope == "global":
+                        held.setdefault(a.address, set()).add(name)
+        return {a: next(iter(n)) for a, n in held.items() if len(n) == 1 and _is_ip(a)}
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from doctor.connect import connect
 from doctor.errors import UsageError
+from doctor.facts.cluster import ClusterFacts
 from doctor.files import write_whole
 from doctor.inventory import Node, local_node
 from doctor.job.argv import PER_NODE, LaunchLine
@@ -199,12 +200,15 @@ def run_command(
         result = launch(
             line, nodes, transport, verdict, report, settings, request.targets.python, folder
         )
-    report.sections["run"].update(job_section(result, verdict, folder))
+    report.sections["run"].update(job_section(result, verdict, folder, report.cluster))
     return report, verdict, result
 
 
-def job_section(result: JobResult, verdict: Verdict, folder: Path) -> dict[str, Any]:
-    explanation = job_explanation(result) if result.exit_code() else None
+def job_section(
+    result: JobResult, verdict: Verdict, folder: Path, cluster: ClusterFacts
+) -> dict[str, Any]:
+    owners = cluster.address_owners
+    explanation = job_explanation(result, owners) if result.exit_code() else None
     return {
         "launched": True,
         "env": verdict.env,
