@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping
@@ -76,6 +77,15 @@ def split_by_value(values: Mapping[str, K], baseline: K | None = None) -> Split[
         tuple(groups.get(reference, ())),
         {v: tuple(ns) for v, ns in groups.items() if v != reference},
     )
+
+
+def is_address(text: str) -> bool:
+    """Whether ``text`` is an IPv4 or IPv6 address (not a name)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def name_peers(text: str, owners: Mapping[str, str], own: Iterable[str] = ()) -> str:

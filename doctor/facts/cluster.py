@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,6 +14,7 @@ from doctor.facts.reach import Reachability
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
 from doctor.nic.choice import NicPlan
+from doctor.nodeset import is_address
 
 
 @dataclass(frozen=True)
@@ -56,15 +56,7 @@ class ClusterFacts:
                 for a in facts.net.ifaddrs:
                     if a.scope == "global":
                         held.setdefault(a.address, set()).add(name)
-        return {a: next(iter(n)) for a, n in held.items() if len(n) == 1 and _is_ip(a)}
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
+        return {a: next(iter(n)) for a, n in held.items() if len(n) == 1 and is_address(a)}
 
 
 def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
