@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from doctor.facts.allreduce import AllreduceFacts
@@ -14,6 +15,7 @@ from doctor.facts.stacks import StacksFacts
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
 from doctor.nic.choice import NicPlan
+from doctor.nodeset import is_address
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,21 @@ class ClusterFacts:
         probed: `doctor stacks`)."""
         named = [*self.inventory, *self.nodes, *self.failures]
         return list(dict.fromkeys(named))
+
+    @cached_property
+    def address_owners(self) -> dict[str, str]:
+        """Each address that one node alone holds -> that node: the address the inventory gives
+        and every global address of its interfaces. An address several nodes hold (docker0's
+        172.17.0.1, loopback) names none of them."""
+        held: dict[str, set[str]] = {}
+        for name, node in self.inventory.items():
+            held.setdefault(node.address or "", set()).add(name)
+        for name, facts in self.nodes.items():
+            if not isinstance(facts.net, Missing):
+                for a in facts.net.ifaddrs:
+                    if a.scope == "global":
+                        held.setdefault(a.address, set()).add(name)
+        return {a: next(iter(n)) for a, n in held.items() if len(n) == 1 and is_address(a)}
 
 
 def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from doctor.connect import connect
 from doctor.errors import UsageError
+from doctor.facts.cluster import ClusterFacts
 from doctor.files import write_whole
 from doctor.inventory import Node, local_node
 from doctor.job.argv import PER_NODE, LaunchLine
@@ -235,14 +236,16 @@ def run_command(
         result = launch(
             line, nodes, transport, verdict, report, settings, hang, request.targets.python, folder
         )
-    report.sections["run"].update(job_section(result, verdict, folder))
+    report.sections["run"].update(job_section(result, verdict, folder, report.cluster))
     return report, verdict, result
 
 
-def job_section(result: JobResult, verdict: Verdict, folder: Path) -> dict[str, Any]:
+def job_section(
+    result: JobResult, verdict: Verdict, folder: Path, cluster: ClusterFacts
+) -> dict[str, Any]:
     # A job the hang watch ended did not fail by itself: its verdict is in "hangs".
     explained = result.exit_code() and not (result.hung and not result.failed())
-    explanation = job_explanation(result) if explained else None
+    explanation = job_explanation(result, cluster.address_owners) if explained else None
     return {
         "launched": True,
         "env": verdict.env,

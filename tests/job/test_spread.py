@@ -53,8 +53,25 @@ def test_a_failing_node_ends_the_others_after_the_grace(tmp_path: Path) -> None:
     assert time.monotonic() - began < 40  # the sleeps are 60 s: ended, not waited for
     assert result.exit_code() == 3  # the failed node's, not the one the doctor ended
     assert result.stopped == ["slow"] and [r.name for r in result.failed()] == ["bad"]
-    explained = job_explanation(result)
+    explained = job_explanation(result, {})
     assert explained["failed"][0]["node"] == "bad"
+
+
+def test_a_peer_named_by_address_is_named_by_node(tmp_path: Path) -> None:
+    # Gloo's own line (from a real log), the peer at an address the gate knows node2 holds.
+    line = (
+        "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "pair.cc:553] Connection closed by peer [198.18.0.2]:16608. This is typically caused "
+        "by a remote worker crashing."
+    )
+    launches = [Launch(node("node1"), ["sh", "-c", f"echo '{line}' >&2; exit 1"])]
+    result = run_job(launches, LocalLauncher(), sys.executable, tmp_path)
+    [lost] = [
+        f for f in job_explanation(result, {"198.18.0.2": "node2"})["findings"]
+        if f["code"] == "gloo.peer_lost"
+    ]  # fmt: skip
+    assert lost["summary"].startswith("a Gloo peer went away (node2, 198.18.0.2)")
+    assert lost["nodes"] == ["node1"]
 
 
 def test_a_command_that_cannot_start_is_named(tmp_path: Path) -> None:
