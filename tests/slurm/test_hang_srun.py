@@ -1,6 +1,6 @@
 """Hung jobs inside a real SLURM allocation: `doctor run --hang-after` with torchrun run as one
 srun step per node, and `doctor stacks --launcher srun` (into the running allocation) on a
-job srun started itself (``--launcher srun``). Each names the sleeping rank's node only, and nothing is left."""
+job srun started itself. Each names the sleeping rank's node only, and nothing is left."""
 
 from __future__ import annotations
 
