@@ -133,12 +133,12 @@ def _gone(view: HangView) -> Iterator[Finding]:
         by_node.setdefault(gone.node, []).append(gone)
     for node, lost in by_node.items():
         numbers = compact([str(g.rank) for g in lost]).strip("[]")
-        ranks = f"rank{'s' if len(lost) > 1 else ''} {numbers}"
+        ranks = f"rank {numbers} is" if len(lost) == 1 else f"ranks {numbers} are"
         where = f" on {node}" if node else ""
         yield Finding(
             "hang.rank_gone",
             Severity.FAIL,
-            f"{ranks}{where} gone ({lost[0].why}); {waited(view)}",
+            f"{ranks} gone{where}: {lost[0].why}; {waited(view)}",
             nodes=(node,) if node else (),
             evidence=tuple(g.why for g in lost[1:]),
             fix=Fix(
@@ -183,18 +183,21 @@ def _outside(view: HangView) -> Iterator[Finding]:
         return
     lines = []
     for odd in view.odd:
-        line = f"{odd.process.label()}: {odd.position.describe()} ({odd.why})"
+        line = f"{odd.process.label()} at {odd.position.describe()} ({odd.why})"
         if odd.child:
             child, where = odd.child
-            line += f"; its worker pid {child.pid}: {where.describe()}"
+            line += f"; its worker pid {child.pid} at {where.describe()}"
         lines.append(line)
     odd_ranks = [o.process for o in view.odd]
+    nodes = tuple(sorted({r.node for r in odd_ranks}))
+    waiting = sum(len(g.ranks) for g in view.waiting)
+    meanwhile = f" while {waiting} wait in {view.waiting[0].position.describe()}" if waiting else ""
+    holds = "holds" if len(odd_ranks) == 1 else "hold"
     yield Finding(
         "hang.outside_collective",
         Severity.FAIL,
-        f"{ranks_text(odd_ranks)} on {compact(sorted({r.node for r in odd_ranks}))} never "
-        f"reached the collective the others wait in: {lines[0]}",
-        nodes=tuple(sorted({r.node for r in odd_ranks})),
+        f"{ranks_text(odd_ranks)} on {compact(list(nodes))} {holds} the job{meanwhile}: {lines[0]}",
+        nodes=nodes,
         evidence=(*lines[1:], waited(view)),
         fix=Fix(
             "The named rank holds every other rank: look at its line. Usual causes: a DataLoader "

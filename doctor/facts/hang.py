@@ -232,7 +232,7 @@ def _gone(
             node = bare[0]
         if node is None and stacks.failures:
             continue  # most likely on the node that did not answer
-        out[number] = Gone(number, node, f"no process holds rank {number} (world size {world})")
+        out[number] = Gone(number, node, f"no process holds rank {number} of {world}")
     for lost in ras.missing if ras else []:
         if lost.rank not in numbers and lost.rank not in out:
             where = f"process {lost.pid} on {lost.host}" if lost.pid else lost.host

@@ -189,7 +189,7 @@ def test_doctor_run_ends_a_hung_job_with_the_verdict(clean: Cluster, tmp_path: P
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )  # fmt: skip
     assert out.returncode == 124, out.stderr[-3000:]
-    assert "doctor: hang: hang.outside_collective: rank 3 on node2" in out.stderr
+    assert "doctor: hang: hang.outside_collective: rank 3 on node2 holds the job" in out.stderr
     assert "hung (--on-hang stop): ended the job on every node" in out.stderr
     assert "job failed" not in out.stderr  # the doctor ended it: nothing to explain
     found = saved_verdict(tmp_path)
