@@ -76,13 +76,16 @@ def command(group: typer.Typer = app, name: str | None = None) -> Callable[[Call
 
 
 def _checks(
-    include: list[str] | None = None, exclude: list[str] | None = None
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    plugins: tuple[str, ...] = (),
 ) -> tuple[CheckSpec, ...]:
-    """The registered checks, all or those selected; a selection that matches none is misuse."""
+    """The registered checks, all or those selected (of ``plugins`` only, when named); a
+    selection that matches none is misuse."""
     from doctor.registry import load_checks, select
 
     try:
-        return tuple(select(load_checks(), include or (), exclude or ()))
+        return tuple(select(load_checks(plugins), include or (), exclude or ()))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -191,10 +194,10 @@ def run_job(
 @command()
 def stacks(output: OutputOptions, targets: Targets, settings: StacksSettings) -> int:
     """Where every rank of a running job is: the rank that holds the others, its node and line."""
-    from doctor.job.stacks import look_at_job
-
     with _reaching(targets) as (nodes, transport):
-        checks = _checks(["hang", "reach"])
+        from doctor.job.stacks import look_at_job  # while the handshakes go on
+
+        checks = _checks(["hang", "reach"], plugins=("hang", "cluster"))
         report = look_at_job(nodes, transport, settings, checks, targets.python)
     return emit(report, output)
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.mesh import SshMesh
-from doctor.facts.node import NodeFacts
 from doctor.facts.reach import Reachability
 from doctor.facts.stacks import StacksFacts
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
-from doctor.nic.choice import NicPlan
 from doctor.nodeset import is_address
+
+if TYPE_CHECKING:  # only named here: `doctor stacks` judges with no node's facts parsed
+    from doctor.facts.node import NodeFacts
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict
 def nccl_used(cluster: ClusterFacts) -> list[dict[str, Any]]:
     """Per node, what NCCL said it used (a given log, the allreduce's ranks' logs) beside what
     the doctor predicts: the report's "nccl" section; empty where NCCL said nothing."""
+    from doctor.nic.choice import NicPlan  # the probed nodes' plans: not `doctor stacks`
     rows = []
     for where, doc, node_of in nccl_logs(cluster):
         for use in doc["nodes"]:

@@ -154,7 +154,7 @@ def launch(
     armed = armed_env(mark, _torch_versions(report)) if hang.hang_after else {}
     watch = None
     if armed:
-        checks = tuple(s for s in load_checks() if s.id in ("hang", "reach.tcp"))
+        checks = tuple(s for s in load_checks(("hang", "cluster")) if s.id in ("hang", "reach.tcp"))
         watch = Watch(nodes, transport, python, mark, folder, hang, checks)
         say(
             f"hang watch: after {hang.hang_after:g}s without output, every rank is looked at "

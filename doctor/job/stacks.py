@@ -9,28 +9,25 @@ reachability check judge. The report's ``stacks`` section holds where every rank
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor.capture import Capture
-from doctor.collect import gather
 from doctor.connect import WORKERS
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.hang import HangView, hang_view
-from doctor.facts.node import parse_node
 from doctor.facts.reach import Reachability
 from doctor.facts.stacks import JobProcess, StacksFacts
 from doctor.inventory import Node
 from doctor.job.settings import StacksSettings
 from doctor.model import Missing
-from doctor.pipeline import NOT_TESTED, derive, probe_spec
 from doctor.plugin import CheckSpec
 from doctor.report import Report
-from doctor.request import Request
 from doctor.runner import run_checks
-from doctor.stages.pairs import Sampling
-from doctor.stages.reach import run_reach
 from doctor.stages.stacks import look
 from doctor.transport import BatchTransport, Transport
+
+if TYPE_CHECKING:
+    from doctor.facts.node import NodeFacts
 
 FRAMES_SHOWN = 12
 
@@ -47,27 +44,15 @@ def look_at_job(
     """Where every rank of the job is, judged."""
     facts = look(nodes, transport, settings.look(job), python, WORKERS)
     views = [hang_view(facts, j) for j in facts.jobs()]
-    reach: Reachability | Missing = NOT_TESTED
-    probed = {}
+    probed: dict[str, NodeFacts] = {}
+    reach: Reachability | Missing = Missing("reachability not tested")
     held = [n for n in nodes if n.name in facts.nodes and not _empty(facts, n.name)]
     remote = not all(n.local for n in nodes)
     symmetric = any(v.shape() == "symmetric" for v in views)
     if symmetric and settings.links and remote and len(held) > 1:
-        spec = probe_spec(Request(command, checks=checks), [])
-        results = gather(held, transport, spec, python=python, workers=WORKERS)
-        probed = {n: parse_node(n, c) for n, c in results.items() if isinstance(c, Capture)}
-        answered = [n for n in held if n.name in probed]
-        reach = run_reach(
-            probed,
-            answered,
-            transport,
-            mode=Sampling.full,
-            seed=random.SystemRandom().randrange(1 << 31),
-            python=python,
-            workers=WORKERS,
-        )
+        probed, reach = _links(held, transport, checks, python, command)
     cluster = ClusterFacts(
-        nodes=derive(probed, reach),
+        nodes=probed,
         failures=dict(facts.failures),
         inventory={n.name: n for n in nodes},
         reachability=reach,
@@ -77,6 +62,38 @@ def look_at_job(
     if isinstance(reach, Reachability):
         sections["reachability"] = reach.to_section()
     return Report.build(command, cluster, run_checks(checks, cluster), sections)
+
+
+def _links(
+    held: list[Node],
+    transport: Transport | BatchTransport,
+    checks: tuple[CheckSpec, ...],
+    python: str | None,
+    command: str,
+) -> tuple[dict[str, NodeFacts], Reachability | Missing]:
+    """TCP among the job's nodes (probed first: the reachability stage tests each interface).
+    Imported here: only a hang with every rank in one collective needs the probe's parsers."""
+    from doctor.collect import gather
+    from doctor.facts.node import parse_node
+    from doctor.pipeline import derive, probe_spec
+    from doctor.request import Request
+    from doctor.stages.pairs import Sampling
+    from doctor.stages.reach import run_reach
+
+    spec = probe_spec(Request(command, checks=checks), [])
+    results = gather(held, transport, spec, python=python, workers=WORKERS)
+    probed = {n: parse_node(n, c) for n, c in results.items() if isinstance(c, Capture)}
+    answered = [n for n in held if n.name in probed]
+    reach = run_reach(
+        probed,
+        answered,
+        transport,
+        mode=Sampling.full,
+        seed=random.SystemRandom().randrange(1 << 31),
+        python=python,
+        workers=WORKERS,
+    )
+    return derive(probed, reach), reach
 
 
 def _empty(facts: StacksFacts, node: str) -> bool:

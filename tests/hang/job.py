@@ -35,7 +35,14 @@ parser.add_argument("--fifo", default="")
 parser.add_argument("--step-seconds", type=float, default=1.0)
 parser.add_argument("--print-every", type=int, default=1000)
 parser.add_argument("--seconds", type=float, default=30.0, help="how long 'slow' runs")
+parser.add_argument(
+    "--host-per-rank",
+    action="store_true",
+    help="each rank an NCCL host of its own (NCCL_HOSTID, NET/Socket): two ranks on one GPU",
+)
 args = parser.parse_args()
+if args.host_per_rank:  # technical-notes §8.2: NCCL refuses two ranks on one GPU of one host
+    os.environ.update(NCCL_HOSTID=f"rank{os.environ['RANK']}", NCCL_NET="Socket")
 
 if args.mode == "vanish" and int(os.environ["RANK"]) == args.rank:
     os.kill(os.getpid(), signal.SIGKILL)
