@@ -127,7 +127,7 @@ def hang_view(stacks: StacksFacts, job: str) -> HangView:
         positions=positions,
         groups=tuple(groups),
         odd=tuple(_odd(stacks, ranks, groups, positions, flight, ras)),
-        mismatch=_mismatch(groups, flight),
+        mismatch=_mismatch(groups, flight) or _ras_mismatch(ranks, ras),
         gone=tuple(gone),
         silent=dict(stacks.failures),
         blind=tuple((r, r.stack_error or "no stack") for r in ranks if not r.threads),
@@ -206,6 +206,24 @@ def _mismatch(groups: list[Group], flight: FlightView) -> Sides | None:
         for g in calls
     }
     return Sides("op" if len(ops) > 1 else "call site", sides, "stacks")
+
+
+def _ras_mismatch(ranks: list[JobProcess], ras: RasView | None) -> Sides | None:
+    """RAS alone: ranks behind in one collective and ahead in another called different ones
+    (a broadcast on one side, an allreduce on the other)."""
+    behind: dict[str, set[int]] = {}
+    most: dict[str, int] = {}
+    for lag in ras.lags if ras else []:
+        behind.setdefault(lag.op, set()).add(lag.rank.rank)
+        most[lag.op] = lag.most
+    if len(behind) < 2 or len({frozenset(v) for v in behind.values()}) < 2:
+        return None
+    numbers = {r.rank for r in ranks}
+    sides = {
+        f"{op} #{most[op]} (NCCL RAS)": tuple(r for r in ranks if r.rank in numbers - late)
+        for op, late in behind.items()
+    }
+    return Sides("op", {k: v for k, v in sides.items() if v}, "NCCL RAS")
 
 
 def _gone(

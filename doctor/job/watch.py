@@ -38,15 +38,14 @@ WINDOW = 3.0  # seconds each rank is watched for progress once the job went quie
 DUMPS = 4.0  # seconds, beyond the window, a node gets to answer (a silent node costs this much)
 MARK = "CLUSTER_DOCTOR_JOB"
 FR_ENTRIES = "2000"
-# torch renamed Flight Recorder's variables (TORCH_NCCL_* -> TORCH_FR_*) and warns on the old
-# ones; before the rename only the old ones work.
-FR_RENAMED = (2, 8)
-FR_NEW = ("TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE", "TORCH_FR_DEBUG_INFO_PIPE_FILE")
-FR_OLD = (
-    "TORCH_NCCL_TRACE_BUFFER_SIZE",
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
-    "TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
-)
+# torch renamed Flight Recorder's buffer and dump variables (TORCH_NCCL_* -> TORCH_FR_*): 2.11
+# reads the new names and warns on the old; before the rename only the old ones work, so a torch
+# older than the one seen gets both. Its dump pipe kept its old name (2.11 on the H200 made no
+# pipe for TORCH_FR_DEBUG_INFO_PIPE_FILE alone): both are set.
+FR_RENAMED = (2, 11)
+FR_NEW = ("TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE")
+FR_OLD = ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+FR_PIPES = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_FR_DEBUG_INFO_PIPE_FILE")
 
 
 def new_mark() -> str:
@@ -56,16 +55,12 @@ def new_mark() -> str:
 def armed_env(mark: str, torch_versions: list[str]) -> dict[str, str]:
     """What the job's environment gets: the mark, and Flight Recorder armed (under the names
     every node's torch reads)."""
-    values = (FR_ENTRIES, f"/tmp/cluster-doctor-{mark}-fr-", f"/tmp/cluster-doctor-{mark}-pipe-")
+    values = (FR_ENTRIES, f"/tmp/cluster-doctor-{mark}-fr-")
     env = {MARK: mark}
-    if all(_at_least(v, FR_RENAMED) for v in torch_versions) and torch_versions:
-        names = [FR_NEW]
-    elif not any(_at_least(v, FR_RENAMED) for v in torch_versions):
-        names = [FR_OLD]
-    else:
-        names = [FR_NEW, FR_OLD]
-    for group in names:
-        env.update(zip(group, values, strict=True))
+    renamed = [_at_least(v, FR_RENAMED) for v in torch_versions]
+    for names in [FR_NEW] + [FR_OLD] * (not renamed or not all(renamed)):
+        env.update(zip(names, values, strict=True))
+    env.update(dict.fromkeys(FR_PIPES, f"/tmp/cluster-doctor-{mark}-pipe-"))
     return env
 
 
