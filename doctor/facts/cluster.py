@@ -88,6 +88,7 @@ def nccl_used(cluster: ClusterFacts) -> list[dict[str, Any]]:
     """Per node, what NCCL said it used (a given log, the allreduce's ranks' logs) beside what
     the doctor predicts: the report's "nccl" section; empty where NCCL said nothing."""
     from doctor.nic.choice import NicPlan  # the probed nodes' plans: not `doctor stacks`
+
     rows = []
     for where, doc, node_of in nccl_logs(cluster):
         for use in doc["nodes"]:

@@ -252,7 +252,14 @@ def _gone(
             continue  # most likely on the node that did not answer
         out[number] = Gone(number, node, f"no process holds rank {number} of {world}")
     for lost in ras.missing if ras else []:
-        if lost.rank not in numbers and lost.rank not in out:
-            where = f"process {lost.pid} on {lost.host}" if lost.pid else lost.host
-            out[lost.rank] = Gone(lost.rank, None, f"NCCL RAS lost it ({where})")
+        if lost.rank in numbers:
+            continue
+        where = f"process {lost.pid} on {lost.host}" if lost.pid else lost.host
+        # RAS names a node by the address its ranks bootstrapped on: a loopback one is the
+        # node the look ran on, when it ran on one only.
+        local = lost.host.startswith("127.") and len(stacks.nodes) == 1
+        known = out.get(lost.rank)
+        node = (known.node if known else None) or (next(iter(stacks.nodes)) if local else None)
+        why = f"{known.why}; " if known else ""
+        out[lost.rank] = Gone(lost.rank, node, f"{why}NCCL RAS lost it ({where})")
     return list(out.values()), world

@@ -35,7 +35,9 @@ from doctor.render.terminal import render_text
 from doctor.transport import BatchTransport, Transport
 
 WINDOW = 3.0  # seconds each rank is watched for progress once the job went quiet
-DUMPS = 4.0  # seconds, beyond the window, a node gets to answer (a silent node costs this much)
+# Seconds, beyond the window, a node gets to answer: torch takes seconds to write a Flight
+# Recorder dump (5 to 9 on the H200); a silent node costs this much.
+DUMPS = 8.0
 MARK = "CLUSTER_DOCTOR_JOB"
 FR_ENTRIES = "2000"
 # torch renamed Flight Recorder's buffer and dump variables (TORCH_NCCL_* -> TORCH_FR_*): 2.11

@@ -56,7 +56,6 @@ class Look:
             "twice": self.twice,
             "deadline": self.deadline,
             "drop_dumps": self.drop_dumps,
-            "fr_wait": min(3.0, self.deadline / 3),
             "pyspy": near,
         }
 

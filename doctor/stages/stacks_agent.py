@@ -10,12 +10,12 @@ Within ``deadline`` seconds:
    environment, or whose command line matches ``match``, or else every Python process with a
    rank in its environment (RANK, Open MPI's, PMI's, SLURM_PROCID). A Python child of a rank with
    its rank (a DataLoader worker) is that rank's child; a launcher above ranks is dropped.
-2. /proc for each: state, wchan, CPU ticks, bytes read and written; again ``window`` seconds
-   later, after each one's stack (``py-spy dump --json``, all at once; with ``twice``, a stack at
-   the start of the window too: one that moved is progress).
-3. Then, not to count as the job's own I/O: PyTorch's Flight Recorder where the rank's
-   environment arms its dump pipe (one byte into the pipe; the dump torch writes is read as
-   plain values, a pickle naming any global is refused) and NCCL's RAS (NCCL >= 2.24).
+2. /proc for each (state, wchan, CPU ticks, bytes read and written), and one byte into each
+   armed rank's Flight Recorder pipe: torch writes the dump meanwhile, from a thread of its own.
+3. Each one's stack (``py-spy dump --json``, all at once; with ``twice``, also at the start of
+   the ``window``: a stack that moved is progress), then /proc again at the window's end.
+4. The dumps, read as plain values (a pickle naming any global is refused; their bytes are not
+   the job's I/O), and NCCL's RAS (NCCL >= 2.24).
 
 It only reads, but for that byte; the dumps the doctor armed (``drop_dumps``) are removed.
 """
@@ -61,10 +61,9 @@ def read(path, binary=False):
 
 
 def net_ns(pid):
-    try:
+    with contextlib.suppress(OSError):
         return os.stat("/proc/%s/ns/net" % pid).st_ino
-    except OSError:
-        return None
+    return None
 
 
 def environ(pid):
@@ -106,11 +105,6 @@ def sample(pid):
     return {"state": state, "cpu_ticks": ticks, "io_bytes": io_bytes(pid), "wchan": wchan or ""}
 
 
-def command_line(pid):
-    raw = read("/proc/%d/cmdline" % pid, binary=True) or b""
-    return [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
-
-
 def rank_source(env):
     for name in RANK_VARS:
         if env.get(name, "").isdigit():
@@ -133,7 +127,8 @@ def find_processes(spec):
             continue
         if own_ns is not None and net_ns(pid) not in (own_ns, None):
             continue
-        argv = command_line(pid)
+        raw = read("/proc/%d/cmdline" % pid, binary=True) or b""
+        argv = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
         if not argv or any("doctor-stacks" in word for word in argv[:3]):
             continue
         table[pid] = {"pid": pid, "ppid": found[1], "argv": argv}
@@ -299,8 +294,8 @@ def in_root(pid, path):
     return path if same else "/proc/%d/root%s" % (pid, path)
 
 
-def flight_recorder(procs, wait, drop):
-    """Ask every armed rank for its Flight Recorder dump at once; read what they write."""
+def ask_dumps(procs, drop):
+    """One byte into each armed rank's Flight Recorder pipe: {pid: (dump, mtime before, drop)}."""
     asked = {}  # type: dict
     for pid, info in procs.items():
         env, rank = info["env"], info["env"].get("RANK")
@@ -313,7 +308,7 @@ def flight_recorder(procs, wait, drop):
             if before is not None:  # written on a watchdog timeout, before we came
                 asked[pid] = (target, None, False)
             else:
-                info["fr"] = {"error": "not armed: no TORCH_FR_DEBUG_INFO_PIPE_FILE"}
+                info["fr"] = {"error": "not armed: no TORCH_NCCL_DEBUG_INFO_PIPE_FILE"}
             continue
         pipe = in_root(pid, stem + rank + ".pipe")
         try:
@@ -326,7 +321,11 @@ def flight_recorder(procs, wait, drop):
             info["fr"] = {"error": "dump pipe %s: %s" % (pipe, exc.strerror or exc)}
             continue
         asked[pid] = (target, before, drop)
-    until = now() + wait
+    return asked
+
+
+def read_dumps(procs, asked, until):
+    """The dumps asked for, as each is written whole (its size steady), until ``until``."""
     sizes = {}  # type: dict
     while asked and now() < until:
         for pid, (target, before, _) in list(asked.items()):
@@ -335,6 +334,7 @@ def flight_recorder(procs, wait, drop):
             except OSError:
                 continue
             if (before is None or st.st_mtime > before) and sizes.get(pid) == st.st_size > 0:
+                procs[pid]["fr_written"] = st.st_size, st.st_mtime
                 finish(procs[pid], asked.pop(pid))
             sizes[pid] = st.st_size
         time.sleep(0.1)
@@ -342,7 +342,7 @@ def flight_recorder(procs, wait, drop):
         if before is not None and os.path.exists(target):
             finish(procs[pid], (target, before, False), stale=True)
         else:
-            procs[pid]["fr"] = {"error": "no dump within %gs" % wait}
+            procs[pid]["fr"] = {"error": "no dump in time"}
 
 
 def finish(info, asked, stale=False):
@@ -407,6 +407,7 @@ def main(spec):
             return out
     procs, out["hidden"] = find_processes(spec)
     first = {pid: sample(pid) for pid in procs}
+    asked = ask_dumps(procs, bool(spec.get("drop_dumps")))
     native = bool(spec.get("native"))
     stacks_first = dump_all(tool, list(procs), native, until) if tool and spec.get("twice") else {}
     if stacks_first:
@@ -414,10 +415,13 @@ def main(spec):
     stacks = dump_all(tool, list(procs), native, until) if tool else {}
     time.sleep(max(0.0, min(began + float(spec.get("window", 0)), until) - now()))
     last = {pid: sample(pid) for pid in procs}
-    elapsed = round(now() - began, 3)
-    # After the last sample: the dump torch writes and RAS's chatter are not the job's progress.
-    fr_wait = min(float(spec.get("fr_wait", 3)), max(0.0, until - now() - 1))
-    flight_recorder(procs, fr_wait, bool(spec.get("drop_dumps")))
+    elapsed, sampled = round(now() - began, 3), time.time()
+    read_dumps(procs, asked, until - 1)
+    for pid, info in procs.items():
+        size, written = info.pop("fr_written", (0, 0))
+        seen = last[pid]
+        if written and written <= sampled and seen and seen["io_bytes"] is not None:
+            seen["io_bytes"] -= size  # torch writing its dump is not the job's I/O
     if spec.get("ras"):
         addresses = {
             info["env"].get("NCCL_RAS_ADDR") or "127.0.0.1:%d" % RAS_PORT

@@ -106,3 +106,43 @@ def test_the_check_names_only_the_odd_rank() -> None:
     (finding,) = list(hang.fn(cluster))
     assert finding.code == "hang.outside_collective" and finding.nodes == ("vm",)
     assert finding.data["ranks"] == [1]
+
+
+def agent(mode: str) -> StacksFacts:
+    """The stacks agent's own answer on the H200 (no Flight Recorder entries: see the README)."""
+    doc = json.loads((H200 / "doctor" / f"agent-{mode}.json").read_text())
+    return StacksFacts({"vm": parse_node("vm", doc)})
+
+
+def test_the_agents_answer_on_the_gpu_names_the_sleeping_rank_by_ras() -> None:
+    facts = agent("sleep")
+    (view,) = [hang_view(facts, job) for job in facts.jobs()]
+    (odd,) = view.odd
+    assert odd.process.rank == 1 and odd.position.doing == "sleeping"  # wchan: hrtimer_nanosleep
+    assert "(NCCL RAS)" in odd.why
+
+
+def test_ras_alone_names_a_broadcast_against_an_allreduce() -> None:
+    facts = agent("op")
+    (view,) = [hang_view(facts, job) for job in facts.jobs()]
+    assert view.mismatch is not None and view.mismatch.source == "NCCL RAS"
+    sides = {label: [r.rank for r in ranks] for label, ranks in view.mismatch.sides.items()}
+    assert sides == {"Broadcast #1 (NCCL RAS)": [1], "AllReduce #4 (NCCL RAS)": [0]}
+
+
+def test_a_rank_waiting_on_nccl_spins_and_is_not_called_moving() -> None:
+    """Rank 0 waits in .item() for the allreduce: its CPU time grows by a core a second, its
+    I/O by RAS's chatter only; neither is progress."""
+    facts = agent("sleep")
+    rank0 = next(r for r in facts.ranks() if r.rank == 0)
+    assert rank0.first and rank0.last and rank0.last.cpu_ticks - rank0.first.cpu_ticks > 100
+    (view,) = [hang_view(facts, job) for job in facts.jobs()]
+    assert view.moving == ()
+
+
+def test_the_killed_rank_is_placed_on_the_node_ras_saw_it_on() -> None:
+    facts = agent("kill")
+    (view,) = [hang_view(facts, job) for job in facts.jobs()]
+    (gone,) = view.gone
+    assert (gone.rank, gone.node) == (1, "vm")
+    assert "no process holds rank 1 of 2; NCCL RAS lost it (process" in gone.why
