@@ -255,11 +255,16 @@ def _gone(
         if lost.rank in numbers:
             continue
         where = f"process {lost.pid} on {lost.host}" if lost.pid else lost.host
-        # RAS names a node by the address its ranks bootstrapped on: a loopback one is the
-        # node the look ran on, when it ran on one only.
-        local = lost.host.startswith("127.") and len(stacks.nodes) == 1
+        # RAS names a node by the address its ranks bootstrapped on (a loopback one: the node
+        # the look ran on, when it ran on one only).
+        here = lost.host.startswith("127.") and len(stacks.nodes) == 1
+        holder = next((n for n, s in stacks.nodes.items() if lost.host in s.addresses), None)
         known = out.get(lost.rank)
-        node = (known.node if known else None) or (next(iter(stacks.nodes)) if local else None)
+        node = (
+            (known.node if known else None)
+            or holder
+            or (next(iter(stacks.nodes)) if here else None)
+        )
         why = f"{known.why}; " if known else ""
         out[lost.rank] = Gone(lost.rank, node, f"{why}NCCL RAS lost it ({where})")
     return list(out.values()), world

@@ -128,6 +128,7 @@ class NodeStacks:
     tool: str = ""  # where py-spy came from: "node", "shipped", "missing"
     processes: tuple[JobProcess, ...] = ()
     hidden: int = 0  # Python processes of other users, unreadable
+    addresses: tuple[str, ...] = ()  # its IPv4 addresses (RAS names nodes by one of them)
     ras: dict[str, Any] | None = None  # NCCL RAS's raw answer (doctor/facts/ras.py reads it)
     errors: tuple[str, ...] = ()
 
@@ -235,6 +236,7 @@ def parse_node(node: str, answer: dict[str, Any]) -> NodeStacks:
         tool=str(tool.get("how", "")),
         processes=tuple(processes),
         hidden=int(answer.get("hidden") or 0),
+        addresses=tuple(str(a) for a in answer.get("addresses") or ()),
         ras=answer.get("ras"),
         errors=tuple(str(e) for e in answer.get("errors") or ()),
     )

@@ -60,6 +60,18 @@ def read(path, binary=False):
         return None
 
 
+def own_addresses():
+    """This node's IPv4 addresses (the kernel's local routes): how RAS names a node."""
+    found, last = set(), ""
+    for line in (read("/proc/net/fib_trie") or "").splitlines():
+        word = line.strip().split()
+        if word and word[0] == "|--":
+            last = word[1]
+        elif "/32 host LOCAL" in line and not last.startswith("127."):
+            found.add(last)
+    return sorted(found)
+
+
 def net_ns(pid):
     with contextlib.suppress(OSError):
         return os.stat("/proc/%s/ns/net" % pid).st_ino
@@ -394,6 +406,7 @@ def main(spec):
     began = now()
     until = began + float(spec.get("deadline", 10))
     out = {"node": socket.gethostname(), "machine": os.uname().machine}  # type: dict
+    out["addresses"] = own_addresses()
     tool = find_tool(spec)
     folder = None
     if tool is None and spec.get("tool_bytes"):

@@ -141,8 +141,15 @@ def test_a_rank_waiting_on_nccl_spins_and_is_not_called_moving() -> None:
 
 
 def test_the_killed_rank_is_placed_on_the_node_ras_saw_it_on() -> None:
-    facts = agent("kill")
-    (view,) = [hang_view(facts, job) for job in facts.jobs()]
-    (gone,) = view.gone
+    """RAS lost rank 1 "on 192.0.2.2": the H200's eth0 (its probe capture says so). The agent
+    that took this answer did not yet report the node's addresses; the one that does places it."""
+    doc = json.loads((H200 / "doctor" / "agent-kill.json").read_text())
+    facts = StacksFacts({"vm": parse_node("vm", doc)})
+    (before,) = hang_view(facts, facts.jobs()[0]).gone
+    assert (before.rank, before.node) == (1, None)
+    assert "no process holds rank 1 of 2; NCCL RAS lost it (process 762 on 192.0.2.2)" in before.why
+    probe = json.loads((H200 / "probe.json").read_text())
+    assert "192.0.2.2" in json.dumps(probe)
+    facts = StacksFacts({"vm": parse_node("vm", doc | {"addresses": ["192.0.2.2"]})})
+    (gone,) = hang_view(facts, facts.jobs()[0]).gone
     assert (gone.rank, gone.node) == (1, "vm")
-    assert "no process holds rank 1 of 2; NCCL RAS lost it (process" in gone.why
