@@ -50,9 +50,17 @@ def group_text(group: Group) -> str:
 
 def waited(view: HangView) -> str:
     groups = view.waiting
-    if not groups:
-        return "no rank waits in a collective"
-    return "; ".join(f"{len(g.ranks)} wait: {group_text(g)}" for g in groups)
+    if groups:
+        return "; ".join(f"{len(g.ranks)} wait: {group_text(g)}" for g in groups)
+    lags = view.ras.lags if view.ras else []
+    if lags:  # NCCL's host threads wait in .item() or a synchronize: RAS knows who is ahead
+        late = {lag.rank.rank for lag in lags if lag.op == lags[0].op}
+        ahead = [r for g in view.groups for r in g.ranks if r.rank not in late]
+        if ahead:
+            verb = "waits" if len(ahead) == 1 else "wait"
+            op, most = lags[0].op, lags[0].most
+            return f"{ranks_text(ahead)} launched {op} #{most} and {verb} for it (NCCL RAS)"
+    return "no rank waits in a collective"
 
 
 @cluster_check(
