@@ -1,6 +1,6 @@
 """Capture a GPU node's real outputs for the fixtures (run on a machine with an NVIDIA GPU).
 
-    OUT=/some/dir python3 tests/gpu/capture.py
+    OUT=/some/dir python3 -m tests.gpu.capture
 
 Everything lands in $OUT/capture.tar.gz (the device tool brings back few files): nvidia-smi's
 three views, the doctor's probe, preflight and allreduce on the node, the GPU tests, and four
@@ -26,33 +26,15 @@ import tarfile
 import time
 from pathlib import Path
 
+from tests.gpu.steps import Steps
+
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(os.environ.get("OUT", "/tmp/capture-out"))
 WORK = Path("/tmp/capture")
 PY = sys.executable
 PYSPY = shutil.which("py-spy") or "/tmp/site/bin/py-spy"
-LOG: list[str] = []
-
-
-def note(text: str) -> None:
-    line = f"{time.strftime('%H:%M:%S')} {text}"
-    LOG.append(line)
-    print(line, flush=True)
-
-
-def save(name: str, argv: list[str], timeout: float = 120, **kw: object) -> str:
-    """Run argv, keep stdout in WORK/name and stderr beside it when there is any."""
-    began = time.monotonic()
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        note(f"{name}: {argv[:4]} failed: {exc}")
-        return ""
-    (WORK / name).write_text(out.stdout)
-    if out.stderr.strip():
-        (WORK / (name + ".stderr")).write_text(out.stderr)
-    note(f"{name}: rc {out.returncode} in {time.monotonic() - began:.1f}s")
-    return out.stdout
+STEPS = Steps(WORK)
+note, save = STEPS.note, STEPS.save
 
 
 def ras(request: list[str], timeout: float = 20) -> str:
@@ -170,7 +152,7 @@ def main() -> None:
             hang(mode, port)
         except Exception as exc:  # one broken hang must not lose the others
             note(f"hang-{mode}: {type(exc).__name__}: {exc}")
-    (WORK / "capture.log").write_text("\n".join(LOG) + "\n")
+    STEPS.write_log("capture.log")
     with tarfile.open(OUT / "capture.tar.gz", "w:gz") as tar:
         tar.add(WORK, arcname="capture")
 

@@ -1,6 +1,6 @@
 """The doctor itself on NCCL hangs of one GPU (run on a machine with an NVIDIA GPU).
 
-    OUT=/some/dir python3 tests/gpu/hangs.py
+    OUT=/some/dir python3 -m tests.gpu.hangs
 
 Two NCCL ranks on the one GPU (each its own NCCL host: tests/hang/job.py --host-per-rank) hang
 as each mode of tests/hang/job.py; Flight Recorder is armed as `doctor run` arms it
@@ -24,29 +24,15 @@ from pathlib import Path
 
 from doctor.job.watch import armed_env
 from doctor.stages.stacks import Look
+from tests.gpu.steps import Steps
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(os.environ.get("OUT", "/tmp/hangs-out"))
 WORK = Path("/tmp/hangs")
 PY = sys.executable
 JOB = str(ROOT / "tests" / "hang" / "job.py")
-LOG: list[str] = []
-
-
-def note(text: str) -> None:
-    LOG.append(f"{time.strftime('%H:%M:%S')} {text}")
-    print(LOG[-1], flush=True)
-
-
-def keep(name: str, argv: list[str], timeout: float = 120, **kw: object) -> None:
-    began = time.monotonic()
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        note(f"{name}: failed: {exc}")
-        return
-    (WORK / name).write_text(out.stdout + ("\n--- stderr ---\n" + out.stderr if out.stderr else ""))
-    note(f"{name}: rc {out.returncode} in {time.monotonic() - began:.1f}s")
+STEPS = Steps(WORK)
+note, keep = STEPS.note, STEPS.save
 
 
 def hang(mode: str, port: int) -> None:
@@ -96,7 +82,7 @@ def main() -> None:
     run = [PY, "-m", "doctor", "run", "--local", "--no-allreduce", "--hang-after", "8"]
     run += ["--on-hang", "stop", "--logs", str(WORK / "run"), "--"]
     keep("run.txt", [*run, *torchrun], 240)
-    (WORK / "hangs.log").write_text("\n".join(LOG) + "\n")
+    STEPS.write_log("hangs.log")
     with tarfile.open(OUT / "hangs.tar.gz", "w:gz") as tar:
         tar.add(WORK, arcname="hangs")
 
