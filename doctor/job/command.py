@@ -30,7 +30,7 @@ from doctor.job.gate import Verdict, judge
 from doctor.job.settings import HangSettings
 from doctor.job.show import blocking, say, show_gate
 from doctor.job.spread import JobResult, Launch, run_job
-from doctor.job.watch import Watch, armed_env, new_mark
+from doctor.job.watch import Watch, armed_env, armed_files, new_mark
 from doctor.model import Missing, Severity
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import subnets
@@ -172,7 +172,8 @@ def launch(
             write_whole(path, text)
         say(f"running: {shlex.join(done.argv)}")
         report.sections["run"].update(ran=done.argv, passed=env, passed_by=done.how)
-        here = Launch(local_node(), done.argv, done.env)  # the launcher runs on this machine
+        # The launcher runs on this machine: the Flight Recorder files it can remove are here.
+        here = Launch(local_node(), done.argv, done.env, armed_files(mark) if armed else ())
         result = run_job(
             [here],
             LocalLauncher(),
@@ -190,8 +191,10 @@ def launch(
     say(env_line(verdict, "in each node's environment"))
     say(f"running on {len(nodes)} node(s): {shlex.join(line.argv)}")
     remote = not isinstance(transport, LocalTransport)
+    leaves = armed_files(mark) if armed else ()
     launches = [
-        replace(one, env=one.env | armed) for one in _launches(line, nodes, verdict, master, port)
+        replace(one, env=one.env | armed, remove=leaves)
+        for one in _launches(line, nodes, verdict, master, port)
     ]
     result = run_job(
         launches,

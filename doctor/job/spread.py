@@ -41,6 +41,7 @@ class Launch:
     node: Node
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()  # files the doctor has the job make, removed after it (globs)
 
 
 @dataclass
@@ -145,6 +146,7 @@ def _start(
         "env": run.launch.env,
         "cwd": os.getcwd(),
         "grace": KEEPER_GRACE,
+        "remove": list(run.launch.remove),
     }
     started = launcher.start(
         run.launch.node, [python, *boot_args("doctor-job", source, spec)], source

@@ -57,13 +57,22 @@ def new_mark() -> str:
 def armed_env(mark: str, torch_versions: list[str]) -> dict[str, str]:
     """What the job's environment gets: the mark, and Flight Recorder armed (under the names
     every node's torch reads)."""
-    values = (FR_ENTRIES, f"/tmp/cluster-doctor-{mark}-fr-")
+    values = (FR_ENTRIES, f"{_files(mark)}fr-")
     env = {MARK: mark}
     renamed = [_at_least(v, FR_RENAMED) for v in torch_versions]
     for names in [FR_NEW] + [FR_OLD] * (not renamed or not all(renamed)):
         env.update(zip(names, values, strict=True))
-    env.update(dict.fromkeys(FR_PIPES, f"/tmp/cluster-doctor-{mark}-pipe-"))
+    env.update(dict.fromkeys(FR_PIPES, f"{_files(mark)}pipe-"))
     return env
+
+
+def _files(mark: str) -> str:
+    return f"/tmp/cluster-doctor-{mark}-"
+
+
+def armed_files(mark: str) -> tuple[str, ...]:
+    """What arming Flight Recorder has the job make on a node: its pipes, and its dumps."""
+    return (f"{_files(mark)}*",)
 
 
 def _at_least(version: str, floor: tuple[int, int]) -> bool:

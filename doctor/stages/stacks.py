@@ -125,7 +125,8 @@ def _ask(
 
     def argv(name: str) -> list[str]:
         spec = dict(specs[name], tool_bytes=len(packed) if packed else 0)
-        return python_argv(python, boot_args("doctor-stacks", source, spec))
+        # -S: the agent needs only the standard library; site's .pth files cost a start 30 ms
+        return python_argv(python, ["-S", *boot_args("doctor-stacks", source, spec)])
 
     if isinstance(transport, BatchTransport):
         # One srun step for every node: the spec of the first (only ``ras`` differs: all ask).

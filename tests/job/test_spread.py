@@ -100,3 +100,35 @@ def test_the_time_limit_ends_everything_including_what_left_the_session(tmp_path
     while alive(escaped) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(escaped), "the keeper must end a process that left the command's session"
+
+
+def test_the_files_the_doctor_had_the_job_make_go_with_it(tmp_path: Path) -> None:
+    """What Flight Recorder's arming makes (a pipe, a dump) is removed when the job ends; the
+    job's own files stay."""
+    made = tmp_path / "made"
+    made.mkdir()
+    argv = [
+        "sh",
+        "-c",
+        f"mkfifo {made}/doctor-pipe-0.pipe; echo x > {made}/doctor-fr-0; echo y > {made}/own",
+    ]
+    launch = Launch(node("a"), argv, remove=(f"{made}/doctor-*",))
+    assert run_job([launch], LocalLauncher(), sys.executable, tmp_path).exit_code() == 0
+    assert sorted(p.name for p in made.iterdir()) == ["own"]
+
+
+def test_a_quiet_job_is_looked_at_and_a_moving_one_left_to_run(tmp_path: Path) -> None:
+    """The watch is called after hang_after seconds without output, not before, and again only
+    after another quiet spell; 'stop' ends the job as hung (exit 124)."""
+    said: list[float] = []
+
+    def watch(quiet: float) -> str:
+        said.append(quiet)
+        return "moving" if len(said) == 1 else "stop"
+
+    launch = Launch(node("a"), ["sh", "-c", "echo started; sleep 60"])
+    began = time.monotonic()
+    result = run_job([launch], LocalLauncher(), sys.executable, tmp_path, watch=watch, hang_after=1)
+    assert time.monotonic() - began < 20
+    assert len(said) == 2 and all(q >= 1 for q in said)
+    assert result.hung and result.exit_code() == 124 and result.stopped == ["a"]
