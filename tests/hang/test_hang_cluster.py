@@ -93,13 +93,15 @@ def hang_findings(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["code"]: f for f in report["findings"] if f["check"] == "hang"}
 
 
-def hung(c: Cluster, tmp_path: Path, mode: str, *args: str) -> dict[str, dict[str, Any]]:
+def hung(
+    c: Cluster, tmp_path: Path, mode: str, *args: str, doctor: tuple[str, ...] = ()
+) -> dict[str, dict[str, Any]]:
     """The job hung as ``mode`` with plain torchrun; what `doctor stacks` says of it."""
     job = Job(c, tmp_path, "--mode", mode, *args)
     try:
         job.wait_for("steps done", 6 if mode != "fifo" else 5)
         time.sleep(2)  # the ranks reach their last step
-        code, report, err = stacks(c)
+        code, report, err = stacks(c, *doctor)
         assert code == 1, err
         return hang_findings(report)
     finally:
@@ -117,6 +119,13 @@ def test_a_sleeping_rank_is_named_by_doctor_stacks(clean: Cluster, tmp_path: Pat
     assert f"job.py:{line_of('time.sleep(3600)')} <module>, sleeping" in finding["summary"]
     waiting = f"5 wait: ranks 0-2,4-5 (node[1-3]): all_reduce called at job.py:{ALLREDUCE}"
     assert waiting in finding["evidence"][-1]
+
+
+def test_doctor_stacks_reaches_the_nodes_through_exec_too(clean: Cluster, tmp_path: Path) -> None:
+    """As through kubectl exec into pods: no sshd, the agent on stdin through the prefix."""
+    found = hung(clean, tmp_path, "sleep", "--rank", "3", doctor=("--exec", clean.exec_prefix()))
+    assert list(found) == ["hang.outside_collective"]
+    assert found["hang.outside_collective"]["nodes"] == ["node2"]
 
 
 def test_a_rank_whose_dataloader_worker_blocks_on_a_fifo(clean: Cluster, tmp_path: Path) -> None:
