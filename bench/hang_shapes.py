@@ -9,11 +9,13 @@ controller's ~/.ssh/config, as its ``up`` writes it). On each, 3 nodes and 2 ran
   on a FIFO (rank 5), a broadcast against the others' allreduce (rank 2), a rank killed before
   it joined (4, and node3's torchrun ends 5);
 - ``doctor run --hang-after 8 --on-hang stop``: a sleeping rank (3), a slow job that progresses
-  (never hung), node3 cut off mid-training (blackholed);
+  (never hung), node3 cut off mid-training (blackholed), node3's links to the others cut while
+  the controller still reaches it (every rank in one collective: the links name node3);
 
 loaded: a busy loop on every core for the whole run (tests/cluster/busy.py). Each run's finding
 codes, nodes and ranks, what was expected, and the processes left after, to
-``bench/hang_shapes.json``. Run as root: ``python3 -m bench.hang_shapes [SHARED_CLUSTER_PY]``.
+``bench/hang_shapes.json``. Run as root: ``python3 -m bench.hang_shapes [SHARED_CLUSTER_PY]
+[SHAPE ...]``; with shapes named, only those run, and their results join the saved ones.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ SHAPES: dict[str, tuple[str, list[str], tuple[str, list[str], list[int] | None]]
     "run-sleep": ("run", ["--mode", "sleep", "--rank", "3"], (OUTSIDE, ["node2"], [3])),
     "run-slow": ("run", [*SLOW, "2", "--seconds", "30"], ("", [], None)),
     "run-cut": ("run", [*SLOW, "0.3", "--seconds", "200"], ("hang.node_silent", ["node3"], None)),
+    "run-links": ("run", [*SLOW, "0.3", "--seconds", "200"], ("hang.symmetric", ["node3"], None)),
 }
 
 
@@ -69,6 +72,7 @@ class Bed:
     namespaces: dict[str, str]
     blackhole: Any
     unblackhole: Any
+    cut_between: Any  # (src, dst): dst drops what src sends it; the controller still reaches both
 
     def running(self) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
@@ -100,6 +104,7 @@ def harness_bed(folder: Path) -> Iterator[Bed]:
             {n.name: n.ns.name for n in c.nodes},
             c.blackhole,
             c.unblackhole,
+            c.blackhole_between,
         )
 
 
@@ -119,10 +124,11 @@ def shared_bed(tool: Path) -> Iterator[Bed]:
             ["-H", "node1,node2,node3"],
             ["ssh", "-o", "BatchMode=yes"],
             {f"node{i}": f"ivcn{i}" for i in (1, 2, 3)},
-            lambda node: subprocess.run(
-                [sys.executable, str(tool), "blackhole", node[-1]], check=True
-            ),
+            lambda node: subprocess.run([PY, str(tool), "blackhole", node[-1]], check=True),
             unblackhole,
+            lambda src, dst: sh(
+                "ip", "-n", f"ivcn{dst[-1]}", "route", "add", "blackhole", f"198.18.0.{src[-1]}/32"
+            ),
         )
     finally:
         subprocess.run([sys.executable, str(tool), "down"], check=False, capture_output=True)
@@ -186,10 +192,14 @@ def one(bed: Bed, shape: str, folder: Path) -> dict[str, Any]:
             [*argv, "--grace", "3", "--", *TORCHRUN, *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        if shape == "run-cut":
+        if shape in ("run-cut", "run-links"):
             wait_for(folder, b"steps done", 6)
             time.sleep(3)
-            bed.blackhole("node3")
+            if shape == "run-cut":
+                bed.blackhole("node3")
+            else:
+                bed.cut_between("node1", "node3")
+                bed.cut_between("node2", "node3")
         proc.communicate(timeout=400)
         if shape == "run-cut":
             bed.unblackhole("node3")
@@ -214,17 +224,21 @@ def one(bed: Bed, shape: str, folder: Path) -> dict[str, Any]:
     }
 
 
-def main(shared: Path) -> None:
+def main(shared: Path, shapes: list[str]) -> None:
     results = []
     for load in (False, True):
         for make in (lambda d: harness_bed(d / "bed"), lambda d: shared_bed(shared)):
             with tempfile.TemporaryDirectory() as tmp, make(Path(tmp)) as bed, busy_cores(load):
-                for shape in SHAPES:
+                for shape in shapes:
                     folder = Path(tmp) / shape
                     folder.mkdir()
                     result = one(bed, shape, folder) | {"load": "loaded" if load else "quiet"}
                     print(json.dumps(result), flush=True)
                     results.append(result)
+    saved = HERE / "hang_shapes.json"
+    if shapes != list(SHAPES) and saved.exists():
+        kept = [r for r in json.loads(saved.read_text())["runs"] if r["shape"] not in shapes]
+        results = kept + results
     doc = {
         "runs": results,
         "right": sum(r["right"] for r in results),
@@ -236,4 +250,6 @@ def main(shared: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else SHARED)
+    named = [a for a in sys.argv[1:] if a in SHAPES]
+    paths = [Path(a) for a in sys.argv[1:] if a not in SHAPES]
+    main(paths[0] if paths else SHARED, named or list(SHAPES))
