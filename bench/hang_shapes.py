@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -169,7 +170,7 @@ def one(bed: Bed, shape: str, folder: Path) -> dict[str, Any]:
     if how == "stacks":
         if shape == "fifo":
             fifo = folder / "fifo"
-            subprocess.run(["mkfifo", str(fifo)], check=True)
+            os.mkfifo(fifo)
             args = [*args, "--fifo", str(fifo)]
         procs = plain_torchrun(bed, folder, args)
         if shape == "vanish":

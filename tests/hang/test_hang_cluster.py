@@ -7,6 +7,7 @@ nothing else, and nothing is left running. The job is tests/hang/job.py.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -130,7 +131,7 @@ def test_doctor_stacks_reaches_the_nodes_through_exec_too(clean: Cluster, tmp_pa
 
 def test_a_rank_whose_dataloader_worker_blocks_on_a_fifo(clean: Cluster, tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
-    subprocess.run(["mkfifo", str(fifo)], check=True)
+    os.mkfifo(fifo)
     found = hung(clean, tmp_path, "fifo", "--rank", "5", "--fifo", str(fifo))
     finding = found["hang.outside_collective"]
     assert finding["nodes"] == ["node3"] and finding["data"]["ranks"] == [5]
