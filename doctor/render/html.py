@@ -130,6 +130,7 @@ def render_html(document: dict[str, Any]) -> str:
             allreduce=build_allreduce(allreduce),
             plot=build_plot(allreduce, document.get("nics")),
             nccl=[as_dict(row) for row in as_list(document.get("nccl"))],
+            stacks=as_dict(document.get("stacks")),
         )
     )
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from doctor.redact import Redactor
 from doctor.render.html import render_html
 from render.dom import Element, parse
-from render.reports import REPORTS, large, load, renamed
+from render.reports import FIXTURES, REPORTS, large, load, renamed
 
 SUMMARY = re.compile(r"^\d+ fail, \d+ warn, \d+ pass, \d+ skip")
 
@@ -332,3 +332,14 @@ def test_importing_the_renderer_does_not_import_jinja2() -> None:
 def test_renamed_reports_keep_their_findings() -> None:
     # The 128-node document's helper renames whole words only (node1 is not in node10).
     assert renamed({"node1": ["node1", "node10"]}, {"node1": "a"}) == {"a": ["a", "node10"]}
+
+
+def test_where_each_rank_is_is_a_table_per_job() -> None:
+    """`doctor stacks` on the H200's broadcast-against-allreduce hang, its real report: rank 1
+    waits in its broadcast; rank 0's host thread is past its allreduce, in .item()."""
+    doc = json.loads((FIXTURES / "gpu" / "h200" / "doctor" / "stacks-op.json").read_text())
+    page = render_html(doc)
+    assert '<a href="#stacks">Stacks</a>' in page and '<section id="stacks">' in page
+    assert page.count('<tr class="waits"') == 1 and page.count('<tr class="odd"') == 1
+    assert "broadcast called at job.py:92 &lt;module&gt;</td><td>1 on vm" in page
+    assert page.index('id="findings"') < page.index('id="stacks"')
