@@ -112,14 +112,21 @@ class NcclProcess:
 
     def used_network(self) -> str | None:
         """The network between nodes: "Using network", else the links', else the devices'."""
+        return self.network_shown()[0]
+
+    def network_shown(self) -> tuple[str | None, str | None]:
+        """The network and how the log showed it: "said" ("Using network", "Assigned NET
+        plugin"), "channels" (their NET/<name>), or only guessed from what the process listed:
+        "devices" (a plugin prints NCCL's "NET/IB : Using" lines under its own name), "sockets".
+        Only the first two are the network's own name, which ranks can be held to."""
         if self.network:
-            return self.network
+            return self.network, "said"
         nets = [t.split("/")[1] for t in self.transports() if t.startswith("NET/")]
         if nets:
-            return Counter(nets).most_common(1)[0][0]
+            return Counter(nets).most_common(1)[0][0], "channels"
         if self.net_devices_of:
-            return self.net_devices_of
-        return "Socket" if self.socket_ifs else None
+            return self.net_devices_of, "devices"
+        return ("Socket", "sockets") if self.socket_ifs else (None, None)
 
     def gdr(self) -> bool | None:
         """Whether GPUDirect RDMA carried its RDMA channels (None: none, or sockets only)."""
@@ -164,6 +171,7 @@ class NcclProcess:
             setattr(self, flag, getattr(self, flag) or getattr(later, flag))
 
     def to_json(self) -> dict[str, Any]:
+        network, network_from = self.network_shown()
         return {
             "host": self.host,
             "pid": self.pid,
@@ -178,7 +186,8 @@ class NcclProcess:
             "bus_id": self.bus_id,
             "bootstrap": [f"{i}:{a}" for i, a in self.bootstrap],
             "socket_interfaces": [f"{i}:{a}" for i, a in self.socket_ifs],
-            "network": self.used_network(),
+            "network": network,
+            "network_from": network_from,
             "plugin": self.plugin.to_json(),
             "hcas": [
                 {"name": d.name, "port": d.port, "link_layer": d.link_layer}

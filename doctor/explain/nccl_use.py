@@ -15,6 +15,9 @@ from doctor.explain.nccl_process import NcclProcess
 from doctor.nodeset import compact
 
 INTRA = ("P2P/", "SHM", "NVLS")
+# The summary's name for the processes whose lines named no host: a group, not a node (a log
+# pasted for one node whose lines name none is that node: facts/cluster.py maps it).
+UNKNOWN_HOST = "?"
 
 
 def _gdr(values: list[bool | None]) -> bool | str | None:
@@ -161,6 +164,6 @@ def summarise(processes: Iterable[NcclProcess], library: str | None, versions: l
     one was given."""
     by_host: dict[str, list[NcclProcess]] = {}
     for p in processes:
-        by_host.setdefault(p.host or "?", []).append(p)
+        by_host.setdefault(p.host or UNKNOWN_HOST, []).append(p)
     only = versions[0] if len(versions) == 1 else None
     return JobUse(tuple(node_use(h, by_host[h], library or "NCCL", only) for h in sorted(by_host)))
