@@ -168,11 +168,11 @@ class Scanner:
 
     def _scan(self, raw: bytes, found: tuple[int, ...], source: str, line_no: int) -> None:
         candidates, nccl = self._plan(found)
-        text, origin = strip_prefixes(raw.decode("utf-8", "replace").rstrip("\r"))
+        text, origin = strip_prefixes(raw.decode("utf-8", "replace"))
         origin = self._timed(origin, source)
         self._note_origin(origin)
         if nccl:
-            self.result.nccl.feed(text, origin.host, origin.pid)
+            self.result.nccl.feed(text, origin)
         # Real messages are short; the cut keeps any regex's worst case small on hostile lines.
         head = text[:MAX_MESSAGE]
         for index in candidates:
@@ -192,7 +192,7 @@ class Scanner:
                 hit.origin = hit.origin._replace(time=origin.time)
             return origin
         when = self._clock.get(key)
-        return origin if when is None else Origin(origin.host, origin.pid, origin.rank, when)
+        return origin if when is None else origin._replace(time=when)
 
     def _note_origin(self, origin: Origin) -> None:
         if origin.host and len(self.result.hosts) < MAX_NAMES:
@@ -212,7 +212,7 @@ class Scanner:
             if origin.time is None:
                 hit.awaits_stamp = True
                 self._untimed.setdefault((source, origin.rank), []).append(hit)
-        hit.count += 1
+        hit.count += origin.repeat or 1  # a line Ray de-duplicated stands for that many
         if (
             len(hit.evidence) < MAX_EVIDENCE
         ):  # first: the strip is worth it only while there is room

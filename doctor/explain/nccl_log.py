@@ -25,13 +25,12 @@ from doctor.explain.nccl_process import (
     cut,
 )
 from doctor.explain.nccl_use import summarise
-from doctor.explain.prefix import strip_prefixes
+from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
 
 __all__ = ["KEYWORDS", "NcclLog", "NcclProcess", "parse_nccl_log"]
 
 # Bounds that keep memory flat on a 10,000-rank log (or garbage that looks like one).
 MAX_PROCESSES = 1024
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass
@@ -57,10 +56,10 @@ class NcclLog:
     def cuda(self) -> str | None:
         return self.cudas.most_common(1)[0][0] if self.cudas else None
 
-    def feed(self, text: str, host: str | None = None, pid: int | None = None) -> bool:
-        """Read one line (launcher prefixes stripped); True when it told us something."""
-        if "\x1b" in text:  # colour codes from a terminal capture
-            text = _ANSI.sub("", text)
+    def feed(self, text: str, origin: Origin = NOWHERE) -> bool:
+        """Read one line, its wrapping peeled (prefix.strip_prefixes) into ``origin``; True
+        when it told us something."""
+        host, pid = origin.host, origin.pid
         m = L.MARKER.search(text)
         if m is None:  # a bare banner: NCCL 2.4's version on stdout, RCCL's extra lines
             return self._banner(text, None)
@@ -354,6 +353,5 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLog:
     """Parse a whole NCCL_DEBUG=INFO log (launcher prefixes allowed) into NcclLog."""
     log = NcclLog()
     for line in lines:
-        text, origin = strip_prefixes(line.rstrip("\r\n"))
-        log.feed(text, origin.host, origin.pid)
+        log.feed(*strip_prefixes(line))
     return log

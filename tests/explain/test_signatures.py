@@ -131,6 +131,16 @@ EXPECTED = {
     "real/healthy-torchrun-two-agents.log": [],
     # c10d logs every refused attempt while the store's server is not up yet, then connects.
     "real/healthy-store-server-late.log": [],
+    # Real NCCL 2.28.9 on one GPU (tests/explain/capture/gpu_nccl.py): a rank alone, two ranks
+    # that NCCL_HOSTID makes two 'nodes' of one hostname over sockets; two ranks on one GPU.
+    "real/healthy-nccl-one-rank.log": [],
+    "real/healthy-nccl-two-hostids.log": [],
+    "real/healthy-nccl-two-hostids-default-subsys.log": [],
+    "real/nccl-duplicate-gpu.log": [
+        "nccl.gpu.duplicate",
+        "nccl.result.invalid_usage",
+        "torch.elastic.worker_failed",
+    ],
     # NCCL's INFO lines of every version range (what NCCL used, not what failed): no signature;
     # the reader's facts are tested in test_nccl_versions.py, their judgment in tests/checks.
     "nccl/rccl-roce.log": [],
