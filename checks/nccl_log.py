@@ -140,7 +140,10 @@ def judge(
                 ("sudo modprobe nvidia-peermem",),
             ),
         )
-    local = max([p["local_ranks"] or 0 for p in procs] + [len(procs)])
+    # NCCL's own count of the ranks on its host; the processes of one hostname only where it
+    # gave none (before 2.19): nodes that share a hostname are one name, not one host to NCCL.
+    counted = [p["local_ranks"] for p in procs if p["local_ranks"] is not None]
+    local = max(counted) if counted else len(procs)
     if local > 1 and use["inter_node"] and not use["intra_node"]:
         disabled = [
             f"{k}={v}"
@@ -195,6 +198,13 @@ def judge(
         )
 
 
+# Settings ranks are not held to: how much NCCL says, and NCCL_HOSTID, which names each host
+# (ranks of two nodes must differ there).
+NOT_COMPARED = ("NCCL_DEBUG", "NCCL_HOSTID")
+# Settings that may name each node's own devices: a difference is a warning.
+PER_NODE = {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_TOPO_FILE", "NCCL_IB_GID_INDEX"}
+
+
 # The values ranks of one job are held to: what each showed (None: it did not show it).
 def _stated_network(proc: dict[str, Any]) -> str | None:
     """The network's own name ("Using network", the channels' NET/<name>), not a guess from the
@@ -237,7 +247,7 @@ def drift(procs: Iterable[tuple[str | None, dict[str, Any]]]) -> Iterator[Findin
     printed and another did not is not shown there, never a disagreement. Settings some ranks
     did not show are named in one info line."""
     ranks = _ranks(list(procs))
-    keys = sorted({k for r in ranks for k in r.proc["env"] if not k.startswith("NCCL_DEBUG")})
+    keys = sorted({k for r in ranks for k in r.proc["env"] if not k.startswith(NOT_COMPARED)})
     wanted: list[tuple[str, list[Any]]] = [
         ("NCCL version", [r.proc["version"] for r in ranks]),
         ("network", [_stated_network(r.proc) for r in ranks]),
@@ -253,10 +263,12 @@ def drift(procs: Iterable[tuple[str | None, dict[str, Any]]]) -> Iterator[Findin
                 partly.append(f"{what}={next(iter(shown.values()))} ({len(shown)} of {len(ranks)})")
             continue
         seen = f"{len(shown)} of {len(ranks)} ranks showed it"
+        # An interface or HCA list may name each node's own devices on purpose.
+        severity = Severity.WARN if what in PER_NODE else Severity.FAIL
         for value, who in split.others.items():
             yield Finding(
                 "nccl.log.drift",
-                Severity.FAIL,
+                severity,
                 f"{what} differs between ranks of one job: {compact(who)} {value}, "
                 f"{compact(split.reference_nodes)} {split.reference} ({seen})",
                 tuple(sorted({r.node for r in ranks if r.label in who and r.node is not None})),

@@ -12,7 +12,7 @@ from doctor.explain.catalogue import Signature, catalogue
 from doctor.explain.keywords import KeywordIndex
 from doctor.explain.nccl_log import KEYWORDS as NCCL_KEYWORDS
 from doctor.explain.nccl_log import NcclLog
-from doctor.explain.prefix import Origin, strip_prefixes
+from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
 from doctor.explain.source import MAX_LINE
 from doctor.model import Finding, Fix, Severity
 
@@ -40,6 +40,9 @@ class Hit:
     ranks: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     awaits_stamp: bool = False  # first seen before any timestamp of its (file, rank)
+    # First seen on its file's first line, which no prefix started: maybe the tail of a line
+    # an excerpt cut (findings() judges it against how the file's other lines start).
+    on_first_line: bool = False
 
     def add_evidence(self, source: str, line_no: int, said: str) -> None:
         """Keep the first few distinct lines (a line repeated by every rank is kept once)."""
@@ -67,6 +70,14 @@ class Explanation:
     hosts: set[str] = field(default_factory=set)
     ranks: set[int] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)  # files that could not be read (fully)
+    # Files whose first line no prefix starts while the lines after it are started by one: an
+    # excerpt that begins mid-line (looks_cut).
+    cut_first: set[str] = field(default_factory=set)
+
+    def cut_first_line(self, hit: Hit) -> bool:
+        """Whether a hit rests on its file's first line alone, and that line looks cut: the
+        tail of a line whose missing head may have said it was harmless ("..., trying ipv4")."""
+        return hit.on_first_line and hit.count == 1 and hit.source in self.cut_first
 
     def ordered(self) -> list[Hit]:
         """Hits in the order they happened: by timestamp when every hit has one, else by arrival."""
@@ -87,6 +98,16 @@ class Explanation:
             if chosen:
                 return chosen[0]
         return None
+
+
+def looks_cut(block: bytes, after: int = 4) -> bool:
+    """Whether a file's first line looks like the tail of a cut one: no prefix starts it, and
+    one starts most of the few lines after it (a log's lines mostly share their wrapping)."""
+    lines = block.split(b"\n", after + 1)[: after + 1]
+    if len(lines) < 3 or strip_prefixes(lines[0].decode("utf-8", "replace"))[1] is not NOWHERE:
+        return False
+    started = [strip_prefixes(x.decode("utf-8", "replace"))[1] is not NOWHERE for x in lines[1:]]
+    return sum(started) * 2 > len(started)
 
 
 def _primary(hit: Hit) -> bool:
@@ -148,6 +169,8 @@ class Scanner:
         MAX_LINE bytes of a line are read."""
         # One pass over the whole block finds the lines worth reading: the others (most of a
         # log) never reach Python code.
+        if first_line_no == 1 and looks_cut(block):
+            self.result.cut_first.add(source)
         line_no, counted = first_line_no, 0
         for start, end, found in self._index.lines(block, MAX_LINE):
             line_no += block.count(b"\n", counted, start)
@@ -207,6 +230,7 @@ class Scanner:
         if hit is None:
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
             hit = Hit(sig, groups, origin, source, line_no, self._order)
+            hit.on_first_line = line_no == 1 and origin.time is None and not origin.label()
             self._order += 1
             self.result.hits[sig.code] = hit
             if origin.time is None:
@@ -240,6 +264,7 @@ class Scanner:
             if hit.awaits_stamp and key in self._clock:  # the stamp before the part counts
                 hit.origin = hit.origin._replace(time=self._clock[key])
             hit.line_no += line_offset
+            hit.on_first_line = hit.on_first_line and not line_offset  # a part's, not the file's
             hit.evidence = [(s, n + line_offset, e) for s, n, e in hit.evidence]
             known = mine.hits.get(hit.signature.code)
             if known is None:
@@ -261,6 +286,8 @@ class Scanner:
                 self._clock[key] = when
                 self._first_stamp.setdefault(key, when)
         mine.lines += theirs.lines
+        if not line_offset:  # a part that starts the file
+            mine.cut_first |= theirs.cut_first
         _add_names(mine.hosts, theirs.hosts)
         _add_names(mine.ranks, theirs.ranks)
         mine.nccl.absorb(theirs.nccl)
@@ -300,13 +327,16 @@ def _fields(hit: Hit) -> _Fields:
     return g
 
 
-def to_finding(hit: Hit, first: Hit | None) -> Finding:
-    """The Finding for one signature hit; a consequence points at the first failure."""
+def to_finding(hit: Hit, first: Hit | None, cut: bool = False) -> Finding:
+    """The Finding for one signature hit; a consequence points at the first failure. ``cut``:
+    the hit rests on an excerpt's cut first line alone, so it is no more than a warning."""
     sig = hit.signature
     summary = sig.summary.format_map(_fields(hit))
     where = hit.origin.label()
     if where:
         summary += f" [{where}]"
+    if cut:
+        summary += " (on the excerpt's first line alone, which looks cut: its start is not shown)"
     if sig.secondary and first is not None and first is not hit:
         label = first.origin.label()
         summary += f"; first failure: {first.signature.code}" + (f" on {label}" if label else "")
@@ -326,7 +356,7 @@ def to_finding(hit: Hit, first: Hit | None) -> Finding:
         data["time"] = hit.origin.time
     return Finding(
         code=sig.code,
-        severity=sig.severity,
+        severity=min(sig.severity, Severity.WARN) if cut else sig.severity,
         summary=summary,
         nodes=nodes,
         evidence=tuple(f"{source}:{line_no}: {said}" for source, line_no, said in hit.evidence),
@@ -339,7 +369,7 @@ def to_finding(hit: Hit, first: Hit | None) -> Finding:
 def findings(result: Explanation) -> list[Finding]:
     """Findings in the order things happened."""
     first = result.first_error()
-    return [to_finding(h, first) for h in result.ordered()]
+    return [to_finding(h, first, result.cut_first_line(h)) for h in result.ordered()]
 
 
 def context(result: Explanation) -> dict[str, Any]:

@@ -49,12 +49,26 @@ def test_a_setting_some_ranks_did_not_print_is_not_a_difference() -> None:
 
 def test_a_setting_shown_with_two_values_is_a_difference_naming_how_many_showed_it() -> None:
     text = FOUR_PODS.replace(
+        "SOCKET_IFNAME set by environment to eth0", "ALGO set by environment to Ring"
+    )
+    vf04 = "pod-vf04:43:43 [0] NCCL INFO NCCL_ALGO set by environment to"
+    text = text.replace(f"{vf04} Ring", f"{vf04} Tree")
+    (fail,) = [f for f in drift(procs_of(text)) if f.severity is Severity.FAIL]
+    assert fail.code == "nccl.log.drift" and fail.nodes == ("pod-vf04",)  # a tie: first wins
+    assert "NCCL_ALGO differs" in fail.summary and "(2 of 4 ranks showed it)" in fail.summary
+
+
+def test_an_interface_per_node_is_a_warning_and_the_host_id_is_never_compared() -> None:
+    text = FOUR_PODS.replace(
         "pod-vf04:43:43 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
         "pod-vf04:43:43 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to net1",
     )
-    (fail,) = [f for f in drift(procs_of(text)) if f.severity is Severity.FAIL]
-    assert fail.code == "nccl.log.drift" and fail.nodes == ("pod-vf04",)  # a tie: first wins
-    assert "(2 of 4 ranks showed it)" in fail.summary
+    text += "".join(
+        f"\npod-vf0{i + 1}:{40 + i}:{40 + i} [0] NCCL INFO NCCL_HOSTID set by environment to h{i}"
+        for i in range(4)
+    )
+    (warn,) = drift(procs_of(text))
+    assert warn.severity is Severity.WARN and "NCCL_SOCKET_IFNAME differs" in warn.summary
 
 
 def test_lines_that_name_no_host_are_no_node_and_no_rank() -> None:
