@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.explain import nccl_lines as L
+from doctor.explain.nccl_banner import BannerOrigin
 from doctor.explain.nccl_lines import KEYWORDS, NetDevice
 from doctor.explain.nccl_process import (
     MAX_DEVICES,
@@ -46,6 +47,10 @@ class NcclLog:
     library_path: str | None = None
     processes: dict[tuple[str | None, int | None], NcclProcess] = field(default_factory=dict)
     processes_dropped: int = 0  # lines from processes beyond MAX_PROCESSES
+    # Who printed a bare version line (NCCL before 2.9 prints it once, on stdout, with no
+    # prefix): what its wrapping says, resolved through the processes once all is read.
+    printed_by: BannerOrigin = field(default_factory=BannerOrigin)
+    launcher_hosts: dict[int, str] = field(default_factory=dict)  # launcher rank -> host
 
     @property
     def version(self) -> str | None:
@@ -62,7 +67,10 @@ class NcclLog:
         host, pid = origin.host, origin.pid
         m = L.MARKER.search(text)
         if m is None:  # a bare banner: NCCL 2.4's version on stdout, RCCL's extra lines
-            return self._banner(text, None)
+            said = self._banner(text, None)
+            if said and L.VERSION.match(text):  # the banner itself, not an error quoting it
+                self.printed_by.note(origin)
+            return said
         if host is None and m.start() and (o := L.ORIGIN.search(text, 0, m.start())) is not None:
             host, pid = o["host"], int(o["pid"])  # behind an unknown prefix, or a DIAG line
         key = (host, pid)
@@ -76,6 +84,12 @@ class NcclLog:
         said = self._banner(msg, proc) or (
             _diag(msg, proc) if m["lvl"] == "DIAG" else _feed_process(msg, proc)
         )
+        if m["lvl"] != "INFO" and (net := L.network_hint(origin.src, msg)) is not None:
+            if net in proc.net_hints or len(proc.net_hints) < MAX_NOTES:
+                proc.net_hints[net] += 1
+            said = True
+        if origin.rank is not None and host and len(self.launcher_hosts) < MAX_PROCESSES:
+            self.launcher_hosts.setdefault(origin.rank, host)
         if said:
             self.processes[key] = proc  # only processes that told us something are kept
         return said
@@ -124,6 +138,16 @@ class NcclLog:
             else:
                 self.processes_dropped += 1
         self.processes_dropped += later.processes_dropped
+        self.printed_by.absorb(later.printed_by)
+        for rank, host in later.launcher_hosts.items():
+            self.launcher_hosts.setdefault(rank, host)
+
+    def version_printed_by(self) -> list[str]:
+        """The hosts that printed the bare version lines, where their wrapping, a process of
+        the same pid or launcher rank, or a log of one host tells."""
+        return self.printed_by.hosts(
+            self.launcher_hosts, {p.pid: p.host for p in self.processes.values() if p.host}
+        )
 
     def nranks(self) -> int | None:
         counts = [p.nranks for p in self.processes.values() if p.nranks is not None]
@@ -166,6 +190,7 @@ class NcclLog:
             "hip": self.hip,
             "rocm": self.rocm,
             "library_path": self.library_path,
+            "version_printed_by": self.version_printed_by(),
             "nranks": self.nranks(),
             "nnodes": self.nnodes(),
             "transports": self.transports(),

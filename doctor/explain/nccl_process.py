@@ -89,6 +89,9 @@ class NcclProcess:
     no_verbs: bool = False  # libibverbs could not be opened
     ib_oob: str | None = None
     network: str | None = None  # "Using network ..."
+    # Networks its WARN lines' source files and subsystems name (net_ib.cc, "NET/IB :"): the
+    # network inferred where nothing else names one.
+    net_hints: Counter[str] = field(default_factory=Counter)
     plugin: Plugin = field(default_factory=Plugin)
     gdr_hcas: dict[str, str] = field(default_factory=dict)  # HCA -> "enabled" / "disabled (why)"
     dmabuf: bool = False
@@ -117,8 +120,10 @@ class NcclProcess:
     def network_shown(self) -> tuple[str | None, str | None]:
         """The network and how the log showed it: "said" ("Using network", "Assigned NET
         plugin"), "channels" (their NET/<name>), or only guessed from what the process listed:
-        "devices" (a plugin prints NCCL's "NET/IB : Using" lines under its own name), "sockets".
-        Only the first two are the network's own name, which ranks can be held to."""
+        "devices" (a plugin prints NCCL's "NET/IB : Using" lines under its own name),
+        "inferred" (from the source files and subsystems of its WARN lines), "sockets" (the
+        interfaces NCCL's socket transport listed). Only the first two are the network's own
+        name, which ranks can be held to."""
         if self.network:
             return self.network, "said"
         nets = [t.split("/")[1] for t in self.transports() if t.startswith("NET/")]
@@ -126,12 +131,14 @@ class NcclProcess:
             return Counter(nets).most_common(1)[0][0], "channels"
         if self.net_devices_of:
             return self.net_devices_of, "devices"
+        if self.net_hints:
+            return self.net_hints.most_common(1)[0][0], "inferred"
         return ("Socket", "sockets") if self.socket_ifs else (None, None)
 
     def gdr(self) -> bool | None:
         """Whether GPUDirect RDMA carried its RDMA channels (None: none, or sockets only)."""
         net = [t.transport for t in self.links.values() if t.transport.startswith("NET/")]
-        if net and all(t == "NET/Socket" for t in net):
+        if (net and all(t == "NET/Socket" for t in net)) or self.used_network() == "Socket":
             return None  # GPUDirect RDMA is not a question on sockets
         if net:
             return any(t.endswith("/GDRDMA") for t in net)
@@ -160,6 +167,7 @@ class NcclProcess:
         self.socket_ifs = later.socket_ifs or self.socket_ifs
         self.net_devices = later.net_devices or self.net_devices
         self.no_devices = sorted(set(self.no_devices) | set(later.no_devices))
+        self.net_hints.update(later.net_hints)
         self.plugin.absorb(later.plugin)
         _bounded_update(self.gdr_hcas, later.gdr_hcas, MAX_DEVICES)
         _bounded_update(self.env, later.env, MAX_ENV)

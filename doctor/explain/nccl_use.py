@@ -37,6 +37,9 @@ class NodeUse:
     library: str
     versions: tuple[str, ...]
     networks: tuple[str, ...]
+    # No line named the network: it was inferred from the source files and subsystems of the
+    # node's WARN lines (transport/net_ib.cc, "NET/IB : Got completion ...").
+    network_inferred: bool
     plugin: str | None  # the loaded plugin's name, or "failed: ..." where loading failed
     hcas: tuple[str, ...]
     link_layers: tuple[str, ...]
@@ -50,6 +53,8 @@ class NodeUse:
         version = f"{self.library} {'/'.join(self.versions)}" if self.versions else self.library
         if self.networks:
             net = f"NET/{'/'.join(self.networks)}"
+            if self.network_inferred:
+                net += " (inferred from its WARN lines: no line names the network)"
             if self.hcas:
                 net += f" {compact(self.hcas)}"
                 if self.link_layers:
@@ -80,6 +85,7 @@ class NodeUse:
             "ranks": list(self.ranks),
             "versions": list(self.versions),
             "networks": list(self.networks),
+            "network_inferred": self.network_inferred,
             "plugin": self.plugin,
             "hcas": list(self.hcas),
             "link_layers": list(self.link_layers),
@@ -111,6 +117,7 @@ def node_use(host: str, procs: list[NcclProcess], library: str, version: str | N
         transports.update(p.transports())
     # The devices NCCL opened ("NET/IB : Using ..."), not only those a few channel lines name.
     hcas = sorted({d.name for p in procs for d in p.net_devices})
+    shown = [p.network_shown() for p in procs]
     layers = sorted({d.link_layer for p in procs for d in p.net_devices})
     return NodeUse(
         host=host,
@@ -118,7 +125,8 @@ def node_use(host: str, procs: list[NcclProcess], library: str, version: str | N
         library=next((p.library for p in procs if p.library), library),
         versions=tuple(sorted({p.version for p in procs if p.version}))
         or ((version,) if version else ()),
-        networks=tuple(sorted({n for p in procs if (n := p.used_network())})),
+        networks=tuple(sorted({n for n, _ in shown if n})),
+        network_inferred=any(n for n, _ in shown) and all(h == "inferred" for n, h in shown if n),
         plugin=_plugin(procs),
         hcas=tuple(hcas),
         link_layers=tuple(layers),

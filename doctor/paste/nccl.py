@@ -10,7 +10,9 @@ from typing import Any
 from doctor.facts.nccl import LOG_SLOT
 from doctor.paste.kind import Kind
 
-_OPENS = re.compile(r"\bNCCL (?:INFO|WARN|ATTN|TRACE) ")
+# A logger line, or the bare version line NCCL before 2.9 prints once before any of them (and
+# RCCL's banner): a paste whose version line follows other output still opens there.
+_OPENS = re.compile(r"\bNCCL (?:INFO|WARN|ATTN|TRACE) |\b[NR]CCL version :? ?\d+\.\d+\.\d+")
 
 
 def parse(text: str) -> dict[str, Any]:

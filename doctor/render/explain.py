@@ -78,6 +78,8 @@ def _context_lines(doc: dict[str, Any]) -> list[Text]:
 def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
     """What NCCL said it used: the job in one line, a sentence per node, each rank's detail."""
     bits = [f"{nccl['library'] or 'NCCL'} {'/'.join(nccl['versions']) or '?'}"]
+    if nccl.get("version_printed_by"):
+        bits[0] += f" (its version line printed by {', '.join(nccl['version_printed_by'])})"
     if nccl["cuda"]:
         bits.append(f"cuda {nccl['cuda']}")
     if nccl["rocm"]:
@@ -104,7 +106,8 @@ def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
         if p["ib_devices"]:
             nets.append("devices " + " ".join(p["ib_devices"]))
         if p["network"]:
-            nets.append(f"using {p['network']}")
+            guess = " (inferred)" if p.get("network_from") == "inferred" else ""
+            nets.append(f"using {p['network']}{guess}")
         if p["transports"]:
             nets.append("via " + ", ".join(f"{t} x{n}" for t, n in sorted(p["transports"].items())))
         if nets:

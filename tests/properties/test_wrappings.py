@@ -4,7 +4,8 @@ facts, in `doctor explain` (and the live allreduce, which feeds the same scanner
 `doctor analyze` (a pasted log through the paste reader, the facts and the nccl.log checks).
 
 What a wrapping adds of its own is left out of the comparison: the ranks, hosts and times its
-prefix names (a journald host, a launcher's task label) label findings, but change no fact.
+prefix names (a journald host, a launcher's task label) label findings, and may say which host
+printed a bare version line (``version_printed_by``), but change no other fact.
 """
 
 from __future__ import annotations
@@ -57,9 +58,13 @@ def explain_facts(result: Explanation) -> dict[str, Any]:
         "findings": sorted(
             (f.code, str(f.severity), f.data["count"], f.data["first_seen"]) for f in found
         ),
-        "nccl": None if result.nccl.is_empty() else result.nccl.to_json(),
+        "nccl": None if result.nccl.is_empty() else _without_banner_host(result.nccl.to_json()),
         "lines": result.lines,
     }
+
+
+def _without_banner_host(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "version_printed_by"}
 
 
 def analyzed(lines: list[str]) -> tuple[Any, list[tuple[str, str]]]:
@@ -67,9 +72,10 @@ def analyzed(lines: list[str]) -> tuple[Any, list[tuple[str, str]]]:
     data = ("\n".join(lines) + "\n").encode()
     capture = read_inputs(["-"], stdin_node="n1", stdin=io.BytesIO(data))["n1"]
     facts = parse_node("n1", capture)
-    nccl = facts.nccl.log if not isinstance(facts.nccl, Missing) else None
+    log = facts.nccl.log if not isinstance(facts.nccl, Missing) else None
+    nccl = None if log is None else _without_banner_host(log)
     cluster = ClusterFacts(nodes={"n1": facts})
-    found = [] if nccl is None else list(nccl_log.fn(cluster))
+    found = [] if log is None else list(nccl_log.fn(cluster))
     return nccl, sorted((f.code, str(f.severity)) for f in found)
 
 
