@@ -41,6 +41,9 @@ class Signature:
     fix: Fix
     link: str
     secondary: bool = False  # usually the consequence of an earlier failure elsewhere
+    # What NCCL does when two machines collide in its host hash (same hostname and boot_id,
+    # or NCCL_HOSTID): the log's evidence of hosts sharing a name is its likely cause.
+    identity: bool = False
 
     def match(self, message: str) -> re.Match[str] | None:
         for rx in self.patterns:
@@ -75,6 +78,7 @@ def _signature(entry: dict[str, Any]) -> Signature:
         fix=Fix(entry["fix"], tuple(entry["commands"])),
         link=entry["link"],
         secondary=bool(entry.get("secondary", False)),
+        identity=bool(entry.get("identity", False)),
     )
 
 

@@ -327,9 +327,25 @@ def _fields(hit: Hit) -> _Fields:
     return g
 
 
-def to_finding(hit: Hit, first: Hit | None, cut: bool = False) -> Finding:
+# What the identity.unique check says to do when machines collide in NCCL's host hash.
+IDENTITY_FIX = Fix(
+    "Give every machine its own hostname (NCCL's host hash is hostname + boot_id, or "
+    "NCCL_HOSTID when set): `doctor preflight --select identity.unique` names the nodes that "
+    "collide.",
+    (
+        "sudo hostnamectl set-hostname <unique-name>",
+        "doctor preflight -H <nodes> --select identity.unique",
+    ),
+)
+
+
+def to_finding(
+    hit: Hit, first: Hit | None, cut: bool = False, shared: dict[str, list[str]] | None = None
+) -> Finding:
     """The Finding for one signature hit; a consequence points at the first failure. ``cut``:
-    the hit rests on an excerpt's cut first line alone, so it is no more than a warning."""
+    the hit rests on an excerpt's cut first line alone, so it is no more than a warning.
+    ``shared``: hostnames the log shows on several machines, the likely cause of a failure that
+    NCCL's host-hash collisions produce (the identity.unique check's fix comes first)."""
     sig = hit.signature
     summary = sig.summary.format_map(_fields(hit))
     where = hit.origin.label()
@@ -337,6 +353,12 @@ def to_finding(hit: Hit, first: Hit | None, cut: bool = False) -> Finding:
         summary += f" [{where}]"
     if cut:
         summary += " (on the excerpt's first line alone, which looks cut: its start is not shown)"
+    fix = Fix(sig.fix.text, sig.fix.commands)
+    if sig.identity and shared:
+        named = "; ".join(f"{h} at {', '.join(a)}" for h, a in shared.items())
+        summary += f"; the job's hosts share a hostname ({named}): NCCL takes them for one host"
+        if IDENTITY_FIX.commands[0] not in fix.commands:
+            fix = Fix(f"{IDENTITY_FIX.text} {fix.text}", IDENTITY_FIX.commands + fix.commands)
     if sig.secondary and first is not None and first is not hit:
         label = first.origin.label()
         summary += f"; first failure: {first.signature.code}" + (f" on {label}" if label else "")
@@ -354,13 +376,16 @@ def to_finding(hit: Hit, first: Hit | None, cut: bool = False) -> Finding:
         data["ranks"] = sorted(hit.ranks)
     if hit.origin.time is not None:
         data["time"] = hit.origin.time
+    if sig.identity and shared:
+        data["shared_hostnames"] = shared
+        data["related_check"] = "identity.unique"
     return Finding(
         code=sig.code,
         severity=min(sig.severity, Severity.WARN) if cut else sig.severity,
         summary=summary,
         nodes=nodes,
         evidence=tuple(f"{source}:{line_no}: {said}" for source, line_no, said in hit.evidence),
-        fix=Fix(sig.fix.text, sig.fix.commands),
+        fix=fix,
         data=data,
         check="explain",
     )
@@ -369,7 +394,8 @@ def to_finding(hit: Hit, first: Hit | None, cut: bool = False) -> Finding:
 def findings(result: Explanation) -> list[Finding]:
     """Findings in the order things happened."""
     first = result.first_error()
-    return [to_finding(h, first, result.cut_first_line(h)) for h in result.ordered()]
+    shared = result.nccl.shared_hostnames()
+    return [to_finding(h, first, result.cut_first_line(h), shared) for h in result.ordered()]
 
 
 def context(result: Explanation) -> dict[str, Any]:

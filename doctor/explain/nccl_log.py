@@ -149,6 +149,22 @@ class NcclLog:
             self.launcher_hosts, {p.pid: p.host for p in self.processes.values() if p.host}
         )
 
+    def shared_hostnames(self) -> dict[str, list[str]]:
+        """Hostnames several machines use: one name whose processes bootstrapped from different
+        addresses, and whose NCCL_HOSTID (if shown) does not tell them apart. NCCL then takes
+        those machines for one host (its host hash is hostname + boot_id, or NCCL_HOSTID)."""
+        addresses: dict[str, set[str]] = {}
+        hostids: dict[str, set[str]] = {}
+        for p in self.processes.values():
+            if p.host and p.bootstrap:
+                addresses.setdefault(p.host, set()).add(p.bootstrap[0][1])
+                hostids.setdefault(p.host, set()).add(p.env.get("NCCL_HOSTID", ""))
+        return {
+            host: sorted(found)
+            for host, found in sorted(addresses.items())
+            if len(found) > 1 and len(hostids[host]) < len(found)
+        }
+
     def nranks(self) -> int | None:
         counts = [p.nranks for p in self.processes.values() if p.nranks is not None]
         return max(counts) if counts else None
@@ -191,6 +207,7 @@ class NcclLog:
             "rocm": self.rocm,
             "library_path": self.library_path,
             "version_printed_by": self.version_printed_by(),
+            "shared_hostnames": self.shared_hostnames(),
             "nranks": self.nranks(),
             "nnodes": self.nnodes(),
             "transports": self.transports(),

@@ -93,6 +93,8 @@ def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
             "transports " + ", ".join(f"{t} x{n}" for t, n in sorted(nccl["transports"].items()))
         )
     out = [Text("  " + "; ".join(bits))]
+    for host, addresses in (nccl.get("shared_hostnames") or {}).items():
+        out.append(Text(f"  {host}: one hostname on several machines ({', '.join(addresses)})"))
     for node in nccl["nodes"]:
         out.append(Text(f"  {node['host']}: {node['summary']}"))
     for p in nccl["processes"]:
