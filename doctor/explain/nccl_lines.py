@@ -135,6 +135,9 @@ def network_hint(src: str | None, msg: str) -> str | None:
 # Literal text every line read above contains: the explain engine hands only lines holding one
 # of these to the reader (a keyword pass over the whole log is what keeps it fast).
 KEYWORDS = (
+    "nccl-tests version",  # nccl-tests' and rccl-tests' headers (nccl_tests.py)
+    "rccl-tests: Version",
+    " Pid ",
     "NCCL version",
     "RCCL version",
     "HIP version",

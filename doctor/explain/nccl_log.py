@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.explain import nccl_lines as L
+from doctor.explain import nccl_tests as T
 from doctor.explain.nccl_banner import BannerOrigin
 from doctor.explain.nccl_lines import KEYWORDS, NetDevice
 from doctor.explain.nccl_process import (
@@ -45,6 +46,7 @@ class NcclLog:
     hip: str | None = None  # RCCL's banner
     rocm: str | None = None
     library_path: str | None = None
+    benchmark: str | None = None  # "nccl-tests 2.19.6", "rccl-tests develop:4b2b5d3"
     processes: dict[tuple[str | None, int | None], NcclProcess] = field(default_factory=dict)
     processes_dropped: int = 0  # lines from processes beyond MAX_PROCESSES
     # Who printed a bare version line (NCCL before 2.9 prints it once, on stdout, with no
@@ -95,6 +97,8 @@ class NcclLog:
         return said
 
     def _banner(self, text: str, proc: NcclProcess | None) -> bool:
+        if proc is None and text[:1] in "#r" and self._benchmark(text):
+            return True
         if "ersion" not in text and "Librccl" not in text:  # most lines: no regex at all
             return False
         if (v := L.VERSION.search(text)) is not None:
@@ -123,11 +127,32 @@ class NcclLog:
             return True
         return False
 
+    def _benchmark(self, text: str) -> bool:
+        """nccl-tests' or rccl-tests' header: the library's version, and each rank's process,
+        host and GPU (nccl_tests.py)."""
+        if (h := T.header(text)) is not None:
+            self.benchmark, version = h
+            if version is not None:
+                self.versions[version] += 1
+                self.library = "NCCL"
+            return True
+        if (d := T.device(text)) is None:
+            return False
+        proc = self.processes.get((d.host, d.pid))
+        if proc is None and len(self.processes) >= MAX_PROCESSES:
+            self.processes_dropped += 1
+            return False
+        proc = self.processes.setdefault((d.host, d.pid), NcclProcess(d.host, d.pid))
+        proc.rank = d.rank if proc.rank is None else proc.rank
+        proc.cuda_dev = d.cuda_dev if proc.cuda_dev is None else proc.cuda_dev
+        proc.bus_id = proc.bus_id or d.bus_id
+        return True
+
     def absorb(self, later: NcclLog) -> None:
         """Take in what the next part of a log (scanned in parallel) said."""
         self.versions.update(later.versions)
         self.cudas.update(later.cudas)
-        for name in ("library", "cuda_driver", "hip", "rocm", "library_path"):
+        for name in ("library", "cuda_driver", "hip", "rocm", "library_path", "benchmark"):
             if getattr(later, name) is not None:
                 setattr(self, name, getattr(later, name))
         for key, proc in later.processes.items():
@@ -206,6 +231,7 @@ class NcclLog:
             "hip": self.hip,
             "rocm": self.rocm,
             "library_path": self.library_path,
+            "benchmark": self.benchmark,
             "version_printed_by": self.version_printed_by(),
             "shared_hostnames": self.shared_hostnames(),
             "nranks": self.nranks(),
