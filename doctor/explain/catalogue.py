@@ -84,7 +84,10 @@ def _signature(entry: dict[str, Any]) -> Signature:
 
 def parse_catalogue(text: str) -> tuple[Signature, ...]:
     """Signatures from the JSON text, in file order (earlier, more specific ones win a line)."""
-    document = json.loads(text)
+    return _signatures(json.loads(text))
+
+
+def _signatures(document: dict[str, Any]) -> tuple[Signature, ...]:
     signatures = tuple(_signature(e) for e in document["signatures"])
     codes = [s.code for s in signatures]
     duplicates = sorted({c for c in codes if codes.count(c) > 1})
@@ -94,6 +97,21 @@ def parse_catalogue(text: str) -> tuple[Signature, ...]:
 
 
 @cache
+def _document() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(
+        files("doctor.explain").joinpath("signatures.json").read_text()
+    )
+    return loaded
+
+
+@cache
 def catalogue() -> tuple[Signature, ...]:
     """The shipped catalogue."""
-    return parse_catalogue(files("doctor.explain").joinpath("signatures.json").read_text())
+    return _signatures(_document())
+
+
+@cache
+def anchors() -> tuple[bytes, ...]:
+    """The sieve's anchors for the shipped keywords (doctor/explain/sieve.py; chosen and written
+    by tests/explain/anchors.py)."""
+    return tuple(a.encode() for a in _document().get("anchors", ()))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
-from doctor.explain.catalogue import Signature, catalogue
+from doctor.explain.catalogue import Signature, anchors, catalogue
 from doctor.explain.explanation import (
     MAX_EVIDENCE,
     MAX_EVIDENCE_CHARS,
@@ -21,6 +23,7 @@ from doctor.explain.explanation import (
 from doctor.explain.keywords import KeywordIndex
 from doctor.explain.nccl_log import KEYWORDS as NCCL_KEYWORDS
 from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
+from doctor.explain.sieve import Seen, Sieve
 from doctor.explain.source import MAX_LINE
 
 # The Explanation and what is made of it live in explanation.py; scanning code imports them here.
@@ -29,6 +32,12 @@ __all__ = ["Explanation", "Hit", "Partial", "Scanner", "context", "findings"]
 MAX_MESSAGE = 4096  # characters of a line the signatures are matched against
 MAX_CLOCKS = 4096  # (file, rank) pairs whose last timestamp is remembered
 MAX_PLANS = 4096  # keyword sets whose candidate signatures are remembered
+
+
+def _newlines(buf: bytes | mmap.mmap, lo: int, hi: int) -> int:
+    """The newlines in buf[lo:hi] (an mmap has no count: the range is copied, once per line
+    that is read, so a file's bytes are counted at most once)."""
+    return buf.count(b"\n", lo, hi) if isinstance(buf, bytes) else buf[lo:hi].count(b"\n")
 
 
 def looks_cut(block: bytes, after: int = 4) -> bool:
@@ -47,6 +56,15 @@ def _keyword_index(keywords: tuple[bytes, ...]) -> KeywordIndex:
     return KeywordIndex(keywords)
 
 
+class Replay(NamedTuple):
+    """What reading a line did that reading it again must redo: a hit it counted (by how many
+    lines it stands for), an NCCL version it tallied."""
+
+    hit: Hit | None
+    weight: int
+    version: tuple[str, str | None] | None
+
+
 class Scanner:
     """Feed lines (bytes) in; read the Explanation out. Memory stays bounded whatever the input."""
 
@@ -59,6 +77,8 @@ class Scanner:
         for kw in NCCL_KEYWORDS:
             by_keyword.setdefault(kw, [])
         self._index = _keyword_index(tuple(kw.encode() for kw in by_keyword))
+        self.sieve = Sieve(self._index.keywords, anchors())
+        self._seen: Seen[Replay] = Seen()
         # Per keyword (by its index): the signatures that list it, and whether NCCL's context
         # parser reads lines holding it.
         self._candidates = tuple(tuple(v) for v in by_keyword.values())
@@ -82,22 +102,92 @@ class Scanner:
         number of ``lines[0]``."""
         self.feed_block(b"\n".join(lines) + b"\n" if lines else b"", source, first_line_no)
 
-    def feed_block(self, block: bytes, source: str, first_line_no: int) -> int:
+    def feed_block(
+        self,
+        block: bytes,
+        source: str,
+        first_line_no: int,
+        anchored: list[tuple[int, int, int]] | None = None,
+    ) -> int:
         """Scan a block of whole lines (the last may lack its newline) and return how many it
-        held; ``first_line_no`` is the 1-based number of its first line. Only the first
+        held; ``first_line_no`` is the 1-based number of its first line, ``anchored`` the
+        sieve's matches in it where they were found ahead (sieve.matched). Only the first
         MAX_LINE bytes of a line are read."""
-        # One pass over the whole block finds the lines worth reading: the others (most of a
-        # log) never reach Python code.
         if first_line_no == 1 and looks_cut(block):
             self.result.cut_first.add(source)
-        line_no, counted = first_line_no, 0
-        for start, end, found in self._index.lines(block, MAX_LINE):
-            line_no += block.count(b"\n", counted, start)
-            counted = start
-            self._scan(block[start:end], found, source, line_no)
+        if anchored is None:
+            anchored = self.sieve.find(block)
+        self._sift(block, 0, len(block), anchored, source, first_line_no, 0, 0)
         lines = block.count(b"\n") + (not block.endswith(b"\n") and len(block) > 0)
         self.result.lines += lines
         return lines
+
+    def feed_mapped(
+        self,
+        mm: mmap.mmap,
+        lo: int,
+        hi: int,
+        anchored: list[tuple[int, int, int]],
+        source: str,
+        at_line: tuple[int, int, int],
+    ) -> tuple[int, int, int]:
+        """Scan bytes [lo, hi) of a mapped file (doctor/explain/mapped.py), a window ending just
+        after a newline or cut inside a longer line. ``at_line``: (the number of the line at a
+        position counted up to, that position, where the line open at ``lo`` began); the same
+        for the next window comes back. The caller counts the lines."""
+        line_no, counted, opened = at_line
+        if lo == 0 and looks_cut(mm[: min(hi, 1 << 16)]):
+            self.result.cut_first.add(source)
+        line_no, counted = self._sift(mm, lo, hi, anchored, source, line_no, counted, opened)
+        last = mm.rfind(b"\n", lo, hi)
+        return line_no, counted, (last + 1 if last >= 0 else opened)
+
+    def _sift(
+        self,
+        buf: bytes | mmap.mmap,
+        lo: int,
+        hi: int,
+        anchored: list[tuple[int, int, int]],
+        source: str,
+        line_no: int,
+        counted: int,
+        opened: int,
+    ) -> tuple[int, int]:
+        """Read the lines of buf[lo:hi] holding an anchor (``anchored``: the sieve's matches,
+        relative to ``lo``) that were not read before; a line read before replays what it did.
+        ``line_no`` is the number of the line at position ``counted``; ``opened`` is where the
+        line open at ``lo`` began. Returns the last (line_no, counted)."""
+        seen = self._seen.lines
+        rfind, find = buf.rfind, buf.find
+        line_end = -1
+        # The hot loop of a 200 MB log: one turn per line holding an anchor, and a dictionary
+        # look-up for a line read before.
+        for _, at, to in anchored:
+            at += lo
+            if at < line_end:  # another anchor of the line just taken
+                continue
+            start = rfind(b"\n", lo, at) + 1 or opened
+            line_end = find(b"\n", lo + to, hi)
+            if line_end < 0:
+                line_end = hi
+            if at - start >= MAX_LINE:  # past the part of the line that is read
+                continue
+            raw = buf[start : min(line_end, start + MAX_LINE)]
+            if raw in seen:
+                if (replay := seen[raw]) is not None:
+                    self._replay(replay)
+                continue
+            line_no += _newlines(buf, counted, start)
+            counted = start
+            found = self._index.found(raw)
+            self._seen.remember(raw, self._scan(raw, found, source, line_no) if found else None)
+        return line_no, counted
+
+    def _replay(self, replay: Replay) -> None:
+        if replay.hit is not None:
+            replay.hit.count += replay.weight
+        if replay.version is not None:
+            self.result.nccl.tally(*replay.version)
 
     def _plan(self, found: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
         plan = self._plans.get(found)
@@ -108,21 +198,28 @@ class Scanner:
                 self._plans[found] = plan
         return plan
 
-    def _scan(self, raw: bytes, found: tuple[int, ...], source: str, line_no: int) -> None:
+    def _scan(self, raw: bytes, found: tuple[int, ...], source: str, line_no: int) -> Replay | None:
+        """Read one line holding keywords; what reading it again must redo."""
         candidates, nccl = self._plan(found)
         text, origin = strip_prefixes(raw.decode("utf-8", "replace"))
         origin = self._timed(origin, source)
         self._note_origin(origin)
+        tallied = None
         if nccl:
             self.result.nccl.feed(text, origin)
+            tallied = self.result.nccl.last_tally
         # Real messages are short; the cut keeps any regex's worst case small on hostile lines.
         head = text[:MAX_MESSAGE]
+        hit = None
         for index in candidates:
             sig = self.signatures[index]
             m = sig.match(head)
             if m is not None:
-                self._record(sig, m, text, origin, source, line_no)
-                return
+                hit = self._record(sig, m, text, origin, source, line_no)
+                break
+        if hit is None and tallied is None:
+            return None
+        return Replay(hit, origin.repeat or 1, tallied)
 
     def _timed(self, origin: Origin, source: str) -> Origin:
         key = (source, origin.rank)
@@ -144,7 +241,7 @@ class Scanner:
 
     def _record(
         self, sig: Signature, m: re.Match[str], text: str, origin: Origin, source: str, line_no: int
-    ) -> None:
+    ) -> Hit:
         hit = self.result.hits.get(sig.code)
         if hit is None:
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
@@ -164,6 +261,7 @@ class Scanner:
             hit.ranks.add(origin.rank)
         if origin.host and len(hit.hosts) < MAX_NAMES:
             hit.hosts.add(origin.host)
+        return hit
 
     def partial(self) -> Partial:
         """What a scanner of one part of a log hands back to be absorbed (picklable)."""

@@ -53,6 +53,9 @@ class NcclLog:
     # prefix): what its wrapping says, resolved through the processes once all is read.
     printed_by: BannerOrigin = field(default_factory=BannerOrigin)
     launcher_hosts: dict[int, str] = field(default_factory=dict)  # launcher rank -> host
+    # The version the last feed() tallied: a scanner that skips a line it read before tallies
+    # it again (doctor/explain/engine.py, Replay), so the counts stay those of every line.
+    last_tally: tuple[str, str | None] | None = None
 
     @property
     def version(self) -> str | None:
@@ -67,6 +70,7 @@ class NcclLog:
         """Read one line, its wrapping peeled (prefix.strip_prefixes) into ``origin``; True
         when it told us something."""
         host, pid = origin.host, origin.pid
+        self.last_tally = None
         m = L.MARKER.search(text)
         if m is None:  # a bare banner: NCCL 2.4's version on stdout, RCCL's extra lines
             said = self._banner(text, None)
@@ -103,10 +107,8 @@ class NcclLog:
             return False
         if (v := L.VERSION.search(text)) is not None:
             version = v["ver"] + v["suffix"]
-            self.versions[version] += 1
+            self.tally(version, v["platver"])
             self.library = v["lib"]
-            if v["platver"]:
-                self.cudas[v["platver"]] += 1
             if proc is not None:
                 proc.library, proc.version = v["lib"], version
                 proc.cuda = v["platver"] or proc.cuda
@@ -127,13 +129,20 @@ class NcclLog:
             return True
         return False
 
+    def tally(self, version: str, platform: str | None) -> None:
+        """Count a version line (and the CUDA or HIP it was built for)."""
+        self.versions[version] += 1
+        if platform:
+            self.cudas[platform] += 1
+        self.last_tally = (version, platform)
+
     def _benchmark(self, text: str) -> bool:
         """nccl-tests' or rccl-tests' header: the library's version, and each rank's process,
         host and GPU (nccl_tests.py)."""
         if (h := T.header(text)) is not None:
             self.benchmark, version = h
             if version is not None:
-                self.versions[version] += 1
+                self.tally(version, None)
                 self.library = "NCCL"
             return True
         if (d := T.device(text)) is None:
@@ -247,8 +256,9 @@ def _diag(msg: str, proc: NcclProcess) -> bool:
     m = L.DIAG.match(msg)
     if m is None or len(proc.diagnostics) >= MAX_NOTES:
         return m is not None
-    status = m["status"] or m["word"] or ""
-    proc.diagnostics.append((status, cut(m["text"])))
+    note = (m["status"] or m["word"] or "", cut(m["text"]))
+    if note not in proc.diagnostics:  # a line printed twice (or read twice) is one diagnosis
+        proc.diagnostics.append(note)
     return True
 
 

@@ -173,7 +173,7 @@ class NcclProcess:
         _bounded_update(self.env, later.env, MAX_ENV)
         _bounded_update(self.links, later.links, MAX_LINKS)
         for note in later.diagnostics:
-            if len(self.diagnostics) < MAX_NOTES:
+            if note not in self.diagnostics and len(self.diagnostics) < MAX_NOTES:
                 self.diagnostics.append(note)
         for flag in ("no_verbs", "dmabuf", "nvls", "init_complete", "aborted", "ras"):
             setattr(self, flag, getattr(self, flag) or getattr(later, flag))

@@ -9,17 +9,14 @@ file order, so hits keep their order, line numbers and timestamps.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import BinaryIO
 
 from doctor.explain.engine import Partial, Scanner
-from doctor.explain.source import CHUNK, LogReadError, iter_blocks
-
-
-def cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+from doctor.explain.mapped import scan_mapped
+from doctor.explain.sieve import cpus
+from doctor.explain.source import CHUNK, LogReadError
 
 
 def _next_line(handle: BinaryIO, at: int) -> int:
@@ -53,10 +50,7 @@ def scan_range(path: str, start: int, end: int) -> Partial:
     scanner = Scanner()
     try:
         with open(path, "rb") as handle:
-            handle.seek(start)
-            line_no = 1
-            for block in iter_blocks(handle, path, end - start):
-                line_no += scanner.feed_block(block, path, line_no)
+            scan_mapped(scanner, path, handle.fileno(), start, end)
     except OSError as exc:
         raise LogReadError(f"{path}: {exc.strerror or exc}") from None
     return scanner.partial()

@@ -1,4 +1,5 @@
-"""Read the named logs into a Scanner: plain files, gzip, stdin; a large plain file on every CPU."""
+"""Read the named logs into a Scanner: a plain file through mmap (mapped.py), gzip and stdin in
+blocks; a large plain file on every CPU."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import stat
 from collections.abc import Iterable
 
 from doctor.explain.engine import Explanation, Scanner
+from doctor.explain.mapped import scan_mapped
+from doctor.explain.sieve import cpus, matched
 from doctor.explain.source import LogReadError, iter_blocks, open_log
 
-PARALLEL_FROM = 64 << 20  # bytes: a plain log this large is scanned on every CPU
+PARALLEL_FROM = 1 << 30  # bytes: a plain log this large is scanned on every CPU (below, the
+# spawned processes cost more than the sieve and its threads leave to do)
 
 
 def explain(
@@ -38,8 +42,11 @@ def explain(
                     # start than it saves.
                     scan_file(scanner, name, info.st_size, parallel_from // 2)
                     continue
-            for block in iter_blocks(stream, name):
-                line_no += scanner.feed_block(block, name, line_no)
+                if stat.S_ISREG(info.st_mode):
+                    scan_mapped(scanner, name, stream.fileno())
+                    continue
+            for block, anchored in matched(iter_blocks(stream, name), scanner.sieve, cpus()):
+                line_no += scanner.feed_block(block, name, line_no, anchored)
         except LogReadError as exc:
             result.errors.append(str(exc))
         finally:

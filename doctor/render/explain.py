@@ -14,9 +14,8 @@ from doctor import __version__
 from doctor.errors import UsageError
 from doctor.explain.engine import Explanation, context, findings
 from doctor.explain.source import LogReadError
-from doctor.jsonable import jsonable
+from doctor.jsonable import SCHEMA_VERSION, jsonable
 from doctor.model import Finding, Severity
-from doctor.report import SCHEMA_VERSION
 
 _STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
 NO_SIGNATURE = "no known signature"
@@ -138,9 +137,9 @@ def render_explain_text(result: Explanation, console: Console) -> None:
             console.print(line)
 
 
-def show_explanation(logs: list[str] | None, as_json: bool, out: Console) -> None:
+def show_explanation(logs: list[str] | None, as_json: bool, out: Console | None) -> None:
     """`doctor explain`: scan the logs (none: stdin), say on stderr what could not be read, and
-    show the result."""
+    show the result (as JSON, or on ``out``)."""
     from doctor.explain.scan import explain
 
     if not logs and sys.stdin.isatty():
@@ -151,7 +150,7 @@ def show_explanation(logs: list[str] | None, as_json: bool, out: Console) -> Non
         raise UsageError(str(exc)) from None
     for problem in result.errors:
         sys.stderr.write(f"doctor: {problem} (kept what was read before it)\n")
-    if as_json:
+    if as_json or out is None:
         sys.stdout.write(render_explain_json(result))
     else:
         render_explain_text(result, out)
