@@ -109,12 +109,18 @@ def _explain_quickly(args: list[str]) -> int | None:
             return None
     if fmt not in ("text", "json"):
         return None
+    # The first plain log is mapped and searched from now on, while the reader loads.
+    from doctor.explain.catalogue import anchors
+    from doctor.explain.mapped import read_ahead
+    from doctor.explain.sieve import Sieve
+
+    ahead = read_ahead(logs, Sieve((), anchors()))
     from doctor.render.explain import show_explanation
 
     if fmt == "json":
-        show_explanation(logs, True, None)
+        show_explanation(logs, True, None, ahead)
     else:
         from doctor.output import stdout_console
 
-        show_explanation(logs, False, stdout_console())
+        show_explanation(logs, False, stdout_console(), ahead)
     return EXIT_OK

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -32,6 +33,9 @@ __all__ = ["Explanation", "Hit", "Partial", "Scanner", "context", "findings"]
 MAX_MESSAGE = 4096  # characters of a line the signatures are matched against
 MAX_CLOCKS = 4096  # (file, rank) pairs whose last timestamp is remembered
 MAX_PLANS = 4096  # keyword sets whose candidate signatures are remembered
+# Bytes per anchor below which a block is read a distinct line at a time (Scanner._repeated):
+# NCCL INFO lines, one anchor each, are about 100 bytes; ordinary text has one every few KB.
+REPEATED_DENSITY = 400
 
 
 def _newlines(buf: bytes | mmap.mmap, lo: int, hi: int) -> int:
@@ -117,7 +121,7 @@ class Scanner:
             self.result.cut_first.add(source)
         if anchored is None:
             anchored = self.sieve.find(block)
-        self._sift(block, 0, len(block), anchored, source, first_line_no, 0, 0)
+        self._sieved(block, 0, len(block), anchored, source, (first_line_no, 0, 0))
         lines = block.count(b"\n") + (not block.endswith(b"\n") and len(block) > 0)
         self.result.lines += lines
         return lines
@@ -135,12 +139,65 @@ class Scanner:
         after a newline or cut inside a longer line. ``at_line``: (the number of the line at a
         position counted up to, that position, where the line open at ``lo`` began); the same
         for the next window comes back. The caller counts the lines."""
-        line_no, counted, opened = at_line
         if lo == 0 and looks_cut(mm[: min(hi, 1 << 16)]):
             self.result.cut_first.add(source)
-        line_no, counted = self._sift(mm, lo, hi, anchored, source, line_no, counted, opened)
+        line_no, counted = self._sieved(mm, lo, hi, anchored, source, at_line)
         last = mm.rfind(b"\n", lo, hi)
-        return line_no, counted, (last + 1 if last >= 0 else opened)
+        return line_no, counted, (last + 1 if last >= 0 else at_line[2])
+
+    def _sieved(
+        self,
+        buf: bytes | mmap.mmap,
+        lo: int,
+        hi: int,
+        anchored: list[tuple[int, int, int]],
+        source: str,
+        at_line: tuple[int, int, int],
+    ) -> tuple[int, int]:
+        """buf[lo:hi] through the line-by-line sieve, or, where anchors are dense (an anchor
+        every REPEATED_DENSITY bytes: NCCL INFO lines) and the lines mostly repeat, the block at
+        once (_repeated)."""
+        line_no, counted, opened = at_line
+        if len(anchored) * REPEATED_DENSITY > hi - lo and opened == lo and buf[hi - 1] == 10:
+            done = self._repeated(buf[lo:hi], lo, source, line_no, counted)
+            if done is not None:
+                return done
+        return self._sift(buf, lo, hi, anchored, source, line_no, counted, opened)
+
+    def _repeated(
+        self, block: bytes, base: int, source: str, line_no: int, counted: int
+    ) -> tuple[int, int] | None:
+        """A block of whole lines (at ``base`` in its file) read a distinct line at a time:
+        split and counted in C, each distinct line looked up once, a line read before replayed
+        as many times as it is there. None where most lines are distinct (the sieve's
+        line-by-line reading is then cheaper)."""
+        lines = block.split(b"\n")
+        times = Counter(lines)
+        if len(times) * 4 > len(lines):
+            return None
+        seen, at = self._seen.lines, 0
+        for line, n in times.items():
+            raw = line[:MAX_LINE]
+            if raw in seen:
+                if (replay := seen[raw]) is not None:
+                    self._replay(replay, n)
+                continue
+            if not raw or not self.sieve.find(raw):
+                self._seen.remember(raw, None)
+                continue
+            # Its first place: distinct lines come in the order they first appear.
+            at = (
+                0
+                if at == 0 and block.startswith(line + b"\n")
+                else (block.find(b"\n" + line + b"\n", max(at - 1, 0)) + 1)
+            )
+            line_no += _newlines(block, counted - base, at)
+            counted = base + at
+            replay = self._read(raw, source, line_no)
+            self._seen.remember(raw, replay)
+            if replay is not None and n > 1:
+                self._replay(replay, n - 1)
+        return line_no, counted
 
     def _sift(
         self,
@@ -172,22 +229,25 @@ class Scanner:
                 line_end = hi
             if at - start >= MAX_LINE:  # past the part of the line that is read
                 continue
-            raw = buf[start : min(line_end, start + MAX_LINE)]
+            raw = buf[start : line_end if line_end - start <= MAX_LINE else start + MAX_LINE]
             if raw in seen:
                 if (replay := seen[raw]) is not None:
                     self._replay(replay)
                 continue
             line_no += _newlines(buf, counted, start)
             counted = start
-            found = self._index.found(raw)
-            self._seen.remember(raw, self._scan(raw, found, source, line_no) if found else None)
+            self._seen.remember(raw, self._read(raw, source, line_no))
         return line_no, counted
 
-    def _replay(self, replay: Replay) -> None:
+    def _read(self, raw: bytes, source: str, line_no: int) -> Replay | None:
+        found = self._index.found(raw)
+        return self._scan(raw, found, source, line_no) if found else None
+
+    def _replay(self, replay: Replay, times: int = 1) -> None:
         if replay.hit is not None:
-            replay.hit.count += replay.weight
+            replay.hit.count += replay.weight * times
         if replay.version is not None:
-            self.result.nccl.tally(*replay.version)
+            self.result.nccl.tally(*replay.version, times)
 
     def _plan(self, found: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
         plan = self._plans.get(found)

@@ -13,11 +13,16 @@ from __future__ import annotations
 import mmap
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from doctor.explain.engine import Scanner
-from doctor.explain.sieve import cpus, matched
+from doctor.explain.sieve import Ahead, Sieve, cpus
+from doctor.explain.source import GZIP_MAGIC
+
+if TYPE_CHECKING:
+    from doctor.explain.engine import Scanner
 
 WINDOW = 8 << 20  # bytes the sieve searches at a time: a window ends just after a newline
 
@@ -61,32 +66,63 @@ class _Counter:
         return int(words[0])
 
 
-def scan_mapped(scanner: Scanner, path: str, handle: int, start: int = 0, end: int = -1) -> int:
-    """Scan bytes [start, end) of an open regular file (``end`` -1: to its end; a range starts
-    at a line start) and return how many lines they held; the whole file's are counted by
-    `wc -l` beside the scan."""
-    size = os.fstat(handle).st_size
-    end = size if end < 0 else end
-    if end <= start:
-        return 0
-    counter = _Counter(path, size) if (start, end) == (0, size) else None
-    with mmap.mmap(handle, 0, access=mmap.ACCESS_READ) as mm:
-        mm.madvise(mmap.MADV_SEQUENTIAL)
-        ranges = list(windows(mm, start, end))
-        whole = memoryview(mm)
+class Mapped:
+    """A plain file (or bytes [start, end) of it, a range that starts at a line start) mapped,
+    its windows searched ahead from the moment this is made, its lines counted by `wc -l` beside
+    the scan when it is the whole file."""
+
+    def __init__(self, path: str, handle: int, sieve: Sieve, start: int = 0, end: int = -1):
+        self.path = path
+        size = os.fstat(handle).st_size
+        self.start, self.end = start, size if end < 0 else end
+        self.counter = _Counter(path, size) if (start, self.end) == (0, size) else None
+        self.mm = mmap.mmap(handle, 0, access=mmap.ACCESS_READ) if self.end > start else None
+        self.ranges: list[tuple[int, int]] = []
+        self.ahead: Ahead[memoryview] | None = None
+        if self.mm is not None:
+            self.mm.madvise(mmap.MADV_SEQUENTIAL)
+            self.ranges = list(windows(self.mm, start, self.end))
+            whole = memoryview(self.mm)
+            self.ahead = Ahead((whole[a:b] for a, b in self.ranges), sieve, cpus())
+
+    def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
+        if self.mm is not None:
+            self.mm.close()
+
+
+def read_ahead(names: list[str], sieve: Sieve) -> dict[str, Mapped]:
+    """The first named plain file (not stdin, not gzip), mapped and searched from now on: what
+    `doctor explain` starts before it loads the rest of the reader."""
+    for name in names:
+        if name == "-":
+            continue
         try:
-            views = (whole[a:b] for a, b in ranges)
-            at_line = (1, start, start)
-            for (a, b), (view, anchored) in zip(
-                ranges, matched(views, scanner.sieve, cpus()), strict=True
-            ):
-                at_line = scanner.feed_mapped(mm, a, b, anchored, path, at_line)
+            with open(name, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if not stat.S_ISREG(info.st_mode) or handle.read(2) == GZIP_MAGIC:
+                    continue
+                return {name: Mapped(name, handle.fileno(), sieve)}
+        except (OSError, ValueError):  # the scan says what is wrong with it
+            continue
+    return {}
+
+
+def scan_mapped(scanner: Scanner, mapped: Mapped) -> int:
+    """Scan a mapped file (or range) and return how many lines it held."""
+    mm, lines = mapped.mm, 0
+    try:
+        if mm is not None and mapped.ahead is not None:
+            at_line = (1, mapped.start, mapped.start)
+            for (a, b), (view, anchored) in zip(mapped.ranges, mapped.ahead, strict=True):
+                at_line = scanner.feed_mapped(mm, a, b, anchored, mapped.path, at_line)
                 view.release()
-        finally:
-            whole.release()
-        counted = counter.newlines(path) if counter is not None else None
-        if counted is None:
-            counted = sum(mm[a:b].count(b"\n") for a, b in ranges)
-        lines = counted + (mm[end - 1 : end] != b"\n")
+            counted = mapped.counter.newlines(mapped.path) if mapped.counter else None
+            if counted is None:
+                counted = sum(mm[a:b].count(b"\n") for a, b in mapped.ranges)
+            lines = counted + (mm[mapped.end - 1 : mapped.end] != b"\n")
+    finally:
+        mapped.close()
     scanner.result.lines += lines
     return lines

@@ -129,11 +129,11 @@ class NcclLog:
             return True
         return False
 
-    def tally(self, version: str, platform: str | None) -> None:
-        """Count a version line (and the CUDA or HIP it was built for)."""
-        self.versions[version] += 1
+    def tally(self, version: str, platform: str | None, times: int = 1) -> None:
+        """Count a version line (and the CUDA or HIP it was built for), ``times`` over."""
+        self.versions[version] += times
         if platform:
-            self.cudas[platform] += 1
+            self.cudas[platform] += times
         self.last_tally = (version, platform)
 
     def _benchmark(self, text: str) -> bool:

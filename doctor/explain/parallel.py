@@ -14,7 +14,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import BinaryIO
 
 from doctor.explain.engine import Partial, Scanner
-from doctor.explain.mapped import scan_mapped
+from doctor.explain.mapped import Mapped, scan_mapped
 from doctor.explain.sieve import cpus
 from doctor.explain.source import CHUNK, LogReadError
 
@@ -50,7 +50,7 @@ def scan_range(path: str, start: int, end: int) -> Partial:
     scanner = Scanner()
     try:
         with open(path, "rb") as handle:
-            scan_mapped(scanner, path, handle.fileno(), start, end)
+            scan_mapped(scanner, Mapped(path, handle.fileno(), scanner.sieve, start, end))
     except OSError as exc:
         raise LogReadError(f"{path}: {exc.strerror or exc}") from None
     return scanner.partial()

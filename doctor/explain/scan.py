@@ -9,7 +9,7 @@ import stat
 from collections.abc import Iterable
 
 from doctor.explain.engine import Explanation, Scanner
-from doctor.explain.mapped import scan_mapped
+from doctor.explain.mapped import Mapped, scan_mapped
 from doctor.explain.sieve import cpus, matched
 from doctor.explain.source import LogReadError, iter_blocks, open_log
 
@@ -18,10 +18,14 @@ PARALLEL_FROM = 1 << 30  # bytes: a plain log this large is scanned on every CPU
 
 
 def explain(
-    names: Iterable[str], scanner: Scanner | None = None, parallel_from: int = PARALLEL_FROM
+    names: Iterable[str],
+    scanner: Scanner | None = None,
+    parallel_from: int = PARALLEL_FROM,
+    ahead: dict[str, Mapped] | None = None,
 ) -> Explanation:
     """Scan every named log (``-`` is stdin); a plain file of ``parallel_from`` bytes or more is
-    scanned in parts on every CPU.
+    scanned in parts on every CPU. ``ahead``: files mapped and searched already (read_ahead), by
+    a sieve over the same anchors (else searched again).
 
     A log that cannot be opened raises LogReadError; one that breaks part-way (a truncated
     gzip) keeps what was read and is noted in ``errors``.
@@ -43,7 +47,13 @@ def explain(
                     scan_file(scanner, name, info.st_size, parallel_from // 2)
                     continue
                 if stat.S_ISREG(info.st_mode):
-                    scan_mapped(scanner, name, stream.fileno())
+                    early = ahead.pop(name, None) if ahead else None
+                    searched = early.ahead if early is not None else None
+                    if early is not None and searched and searched.sieve != scanner.sieve:
+                        early.close()  # another catalogue's anchors: search again
+                        early = None
+                    mapped = early or Mapped(name, stream.fileno(), scanner.sieve)
+                    scan_mapped(scanner, mapped)
                     continue
             for block, anchored in matched(iter_blocks(stream, name), scanner.sieve, cpus()):
                 line_no += scanner.feed_block(block, name, line_no, anchored)
@@ -52,4 +62,6 @@ def explain(
         finally:
             if name != "-":
                 stream.close()
+    for left in (ahead or {}).values():  # named twice, or not reached: free its mapping
+        left.close()
     return result

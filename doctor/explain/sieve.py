@@ -54,26 +54,56 @@ class Sieve:
         self.anchors = stored + tuple(dict.fromkeys(extra))
         self._find = _automaton(self.anchors).find_matches_as_indexes
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sieve) and other.anchors == self.anchors
+
+    def __hash__(self) -> int:
+        return hash(self.anchors)
+
     def find(self, block: bytes | memoryview) -> list[tuple[int, int, int]]:
         """(anchor, start, end) of each anchor in ``block``, left to right, not overlapping."""
         return self._find(block)
 
 
+class Ahead(Generic[B]):
+    """Blocks searched by ``workers`` threads ahead of the one being read, in order (at most
+    ``workers`` + 1 blocks and their matches held at once). The first searches start when this
+    is made: made early, they run while the reader is still being built."""
+
+    def __init__(self, blocks: Iterable[B], sieve: Sieve, workers: int) -> None:
+        self.sieve = sieve
+        self._blocks: Iterator[B] = iter(blocks)
+        self._workers = workers
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sieve")
+        self._ahead: deque[tuple[B, Future[list[tuple[int, int, int]]]]] = deque()
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._ahead) <= self._workers:
+            block = next(self._blocks, None)
+            if block is None:
+                return
+            self._ahead.append((block, self._pool.submit(self.sieve.find, block)))
+
+    def __iter__(self) -> Iterator[tuple[B, list[tuple[int, int, int]]]]:
+        try:
+            while self._ahead:
+                block, future = self._ahead.popleft()
+                self._fill()
+                yield block, future.result()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._ahead.clear()
+        self._pool.shutdown(cancel_futures=True)
+
+
 def matched(
-    blocks: Iterable[B], sieve: Sieve, workers: int = 2
+    blocks: Iterable[B], sieve: Sieve, workers: int
 ) -> Iterator[tuple[B, list[tuple[int, int, int]]]]:
-    """Each block with its anchors, in order, searched by ``workers`` threads a few blocks ahead
-    of the one being read (at most ``workers`` + 1 blocks and their matches held at once)."""
-    with ThreadPoolExecutor(workers, thread_name_prefix="sieve") as pool:
-        ahead: deque[tuple[B, Future[list[tuple[int, int, int]]]]] = deque()
-        for block in blocks:
-            ahead.append((block, pool.submit(sieve.find, block)))
-            if len(ahead) > workers:
-                done, future = ahead.popleft()
-                yield done, future.result()
-        while ahead:
-            done, future = ahead.popleft()
-            yield done, future.result()
+    """Each block with its anchors, searched ahead (Ahead)."""
+    return iter(Ahead(blocks, sieve, workers))
 
 
 class Seen(Generic[R]):

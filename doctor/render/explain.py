@@ -5,10 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import sys
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from doctor import __version__
 from doctor.errors import UsageError
@@ -17,6 +14,14 @@ from doctor.explain.source import LogReadError
 from doctor.jsonable import SCHEMA_VERSION, jsonable
 from doctor.model import Finding, Severity
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from doctor.explain.mapped import Mapped
+
+# rich is imported where text is made: `doctor explain --format json` has no use for it (20 ms
+# of a start-up that is a fifth of explaining a 200 MB log).
 _STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
 NO_SIGNATURE = "no known signature"
 
@@ -40,6 +45,8 @@ def render_explain_json(result: Explanation) -> str:
 
 
 def _finding_lines(index: int, f: Finding) -> list[Text]:
+    from rich.text import Text
+
     head = Text(f"{index:>2}. ")
     head.append(f"{str(f.severity).upper():<4}", style=_STYLE[f.severity])
     head.append(f" {f.summary}")
@@ -61,6 +68,8 @@ def _finding_lines(index: int, f: Finding) -> list[Text]:
 
 
 def _context_lines(doc: dict[str, Any]) -> list[Text]:
+    from rich.text import Text
+
     out = [Text(f"Read {doc['lines']} lines from {', '.join(doc['sources']) or 'nothing'}.")]
     if doc["hosts"]:
         out.append(Text(f"  hosts: {', '.join(doc['hosts'])}"))
@@ -76,6 +85,8 @@ def _context_lines(doc: dict[str, Any]) -> list[Text]:
 
 def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
     """What NCCL said it used: the job in one line, a sentence per node, each rank's detail."""
+    from rich.text import Text
+
     bits = [f"{nccl['library'] or 'NCCL'} {'/'.join(nccl['versions']) or '?'}"]
     if nccl.get("version_printed_by"):
         bits[0] += f" (its version line printed by {', '.join(nccl['version_printed_by'])})"
@@ -117,6 +128,8 @@ def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
 
 
 def render_explain_text(result: Explanation, console: Console) -> None:
+    from rich.text import Text
+
     doc = context(result)
     for line in _context_lines(doc):
         console.print(line)
@@ -137,15 +150,20 @@ def render_explain_text(result: Explanation, console: Console) -> None:
             console.print(line)
 
 
-def show_explanation(logs: list[str] | None, as_json: bool, out: Console | None) -> None:
-    """`doctor explain`: scan the logs (none: stdin), say on stderr what could not be read, and
-    show the result (as JSON, or on ``out``)."""
+def show_explanation(
+    logs: list[str] | None,
+    as_json: bool,
+    out: Console | None,
+    ahead: dict[str, Mapped] | None = None,
+) -> None:
+    """`doctor explain`: scan the logs (none: stdin; ``ahead``: those searched already), say on
+    stderr what could not be read, and show the result (as JSON, or on ``out``)."""
     from doctor.explain.scan import explain
 
     if not logs and sys.stdin.isatty():
         raise UsageError("explain: name log files, or pipe a log into 'doctor explain -'")
     try:
-        result = explain(logs or ["-"])
+        result = explain(logs or ["-"], ahead=ahead)
     except LogReadError as exc:
         raise UsageError(str(exc)) from None
     for problem in result.errors:

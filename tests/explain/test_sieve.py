@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from doctor.explain import engine, sieve
 from doctor.explain.catalogue import anchors
 from doctor.explain.engine import Explanation, Scanner
-from doctor.explain.mapped import WINDOW, scan_mapped
+from doctor.explain.mapped import WINDOW, Mapped, scan_mapped
 from doctor.explain.scan import explain
 from doctor.render.explain import explain_json
 from tests.explain.anchors import SIMD_LIMIT, choose, keywords
@@ -123,8 +123,10 @@ def test_a_line_longer_than_a_window_is_read_from_its_start(tmp_path: Path) -> N
         "cuda.oom": 3,
     }
     assert result.lines == 3
+    scanner = Scanner()
     with path.open("rb") as handle:
-        assert scan_mapped(Scanner(), str(path), handle.fileno(), len(b"start\n")) == 2
+        part = Mapped(str(path), handle.fileno(), scanner.sieve, len(b"start\n"))
+        assert scan_mapped(scanner, part) == 2
 
 
 def test_the_quick_command_line_prints_what_the_full_one_does(tmp_path: Path) -> None:
