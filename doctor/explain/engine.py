@@ -69,6 +69,9 @@ class Replay(NamedTuple):
     version: tuple[str, str | None] | None
 
 
+_UNREAD = Replay(None, 0, None)  # what the Seen table answers for a line it does not hold
+
+
 class Scanner:
     """Feed lines (bytes) in; read the Explanation out. Memory stays bounded whatever the input."""
 
@@ -178,8 +181,9 @@ class Scanner:
         seen, at = self._seen.lines, 0
         for line, n in times.items():
             raw = line[:MAX_LINE]
-            if raw in seen:
-                if (replay := seen[raw]) is not None:
+            replay = seen.get(raw, _UNREAD)
+            if replay is not _UNREAD:
+                if replay is not None:
                     self._replay(replay, n)
                 continue
             if not raw or not self.sieve.find(raw):

@@ -115,9 +115,16 @@ def scan_mapped(scanner: Scanner, mapped: Mapped) -> int:
     try:
         if mm is not None and mapped.ahead is not None:
             at_line = (1, mapped.start, mapped.start)
+            released = mapped.start - mapped.start % mmap.PAGESIZE
             for (a, b), (view, anchored) in zip(mapped.ranges, mapped.ahead, strict=True):
                 at_line = scanner.feed_mapped(mm, a, b, anchored, mapped.path, at_line)
                 view.release()
+                # Pages read are handed back: the file's pages stay in the page cache, but not
+                # in this process's resident memory (what was kept of them is copied out).
+                upto = b - b % mmap.PAGESIZE
+                if upto > released:
+                    mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                    released = upto
             counted = mapped.counter.newlines(mapped.path) if mapped.counter else None
             if counted is None:
                 counted = sum(mm[a:b].count(b"\n") for a, b in mapped.ranges)
