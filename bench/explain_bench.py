@@ -21,8 +21,9 @@ matches") writing its matches to a file, and ``doctor explain --format json``, t
 command (start-up, scan, report) writing its report to a file; unpinned, as a user runs them
 (grep uses one CPU, the doctor all it may). Wall and CPU time (user + system, from wait4) and peak
 resident memory are kept, medians and ratios go to bench/explain_bench.json, and the README's
-explain rows are taken from it. ``--doctor PATH`` times another checkout's doctor beside the same
-grep (its PYTHONPATH): how the figures before this one's change were taken.
+explain rows are taken from it. ``--before PATH`` times another checkout's doctor (its PYTHONPATH,
+e.g. ``git archive <commit> doctor checks`` unpacked and compiled) beside the same grep and this
+one, in the same rounds: how the figures before a change are taken.
 """
 
 from __future__ import annotations
@@ -119,11 +120,13 @@ def write_stamped(path: Path, unit: list[bytes], megabytes: int) -> int:
     return path.stat().st_size
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds and peak RSS (MB) of one child writing to a file."""
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak RSS (MB) of one child writing to a file, run in
+    ``cwd`` (not this checkout: `python -m` would import the doctor there, and its
+    pyproject.toml is a config file the doctor reads)."""
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, env=env)
+        proc = subprocess.Popen(argv, stdout=out, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         code = os.waitstatus_to_exitcode(status)
@@ -142,26 +145,36 @@ def summary(samples: list[tuple[float, float, float]]) -> dict[str, float]:
     }
 
 
-def side_by_side(path: Path, runs: int, doctor_path: Path) -> dict[str, object]:
-    grep_argv = ["grep", "-a", "-n", "-i", "-E", GREP, str(path)]
-    doctor_argv = [PY, "-m", "doctor", "explain", "--format", "json", str(path)]
-    doctor_env = {**os.environ, "PYTHONPATH": str(doctor_path), "LC_ALL": "C"}
-    grep_env = {**os.environ, "LC_ALL": "C"}
-    grep, doctor = [], []
+def side_by_side(path: Path, runs: int, doctors: dict[str, Path]) -> dict[str, object]:
+    """grep and each checkout's ``doctor explain`` in turn, ``runs`` rounds."""
+    commands = {"grep": (["grep", "-a", "-n", "-i", "-E", GREP, str(path)], {})}
+    for name, checkout in doctors.items():
+        argv = [PY, "-m", "doctor", "explain", "--format", "json", str(path)]
+        commands[name] = (argv, {"PYTHONPATH": str(checkout)})
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
     for _ in range(runs):
-        grep.append(timed(grep_argv, grep_env))
-        doctor.append(timed(doctor_argv, doctor_env))
-    g, d = summary(grep), summary(doctor)
-    ratio = round(d["wall_s_median"] / g["wall_s_median"], 2)
-    print(f"  grep {g['wall_s_median']:.3f} s, doctor explain {d['wall_s_median']:.3f} s: {ratio}x")
-    return {
-        "bytes": path.stat().st_size,
-        "lines": sum(1 for _ in path.open("rb")),
-        "grep": g,
-        "doctor_explain": d,
-        "explain_vs_grep_wall": ratio,
-        "explain_vs_grep_cpu": round(d["cpu_s_median"] / g["cpu_s_median"], 2),
-    }
+        for name, (argv, env) in commands.items():
+            samples[name].append(timed(argv, {**os.environ, "LC_ALL": "C", **env}, path.parent))
+    doc: dict[str, object] = {"bytes": path.stat().st_size, "lines": _lines(path)}
+    grep = summary(samples["grep"])
+    doc["grep"] = grep
+    for name in doctors:
+        mine = summary(samples[name])
+        ratio = round(mine["wall_s_median"] / grep["wall_s_median"], 2)
+        print(
+            f"  grep {grep['wall_s_median']:.3f} s, {name} {mine['wall_s_median']:.3f} s: {ratio}x"
+        )
+        doc[name] = {
+            **mine,
+            "vs_grep_wall": ratio,
+            "vs_grep_cpu": round(mine["cpu_s_median"] / grep["cpu_s_median"], 2),
+        }
+    return doc
+
+
+def _lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 24), b""))
 
 
 def main() -> None:
@@ -169,6 +182,9 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=200)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--doctor", type=Path, default=ROOT, help="the checkout to time")
+    parser.add_argument(
+        "--before", type=Path, help="another checkout (its doctor/ compiled) timed beside it"
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))
     args = parser.parse_args()
     compile_bytecode()
@@ -183,13 +199,17 @@ def main() -> None:
             path = Path(tmp) / f"{name}.log"
             size = write(path)
             print(f"{name}: {size / 1e6:.0f} MB", file=sys.stderr)
-            results[name] = side_by_side(path, args.runs, args.doctor.resolve())
+            doctors = {"doctor_explain": args.doctor.resolve()}
+            if args.before is not None:
+                doctors["doctor_explain_before"] = args.before.resolve()
+            results[name] = side_by_side(path, args.runs, doctors)
             path.unlink()
     results["machine"] = {
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "runs": args.runs,
         "doctor": str(args.doctor.resolve()),
+        "before": str(args.before.resolve()) if args.before else None,
         "grep": subprocess.run(
             ["grep", "--version"], capture_output=True, text=True
         ).stdout.splitlines()[0],

@@ -94,7 +94,11 @@ def _explain_quickly(args: list[str]) -> int | None:
     its imports and the building of every command's options take 0.15 s, more than explaining
     most logs. Anything else (another option, --help, a bad value), or a config file here (which
     may change explain's defaults), goes through the full command line (None)."""
-    if args[:1] != ["explain"] or any(Path(n).exists() for n in ("doctor.toml", "pyproject.toml")):
+    if args[:1] != ["explain"]:
+        return None
+    from doctor.config import find_config
+
+    if find_config(Path.cwd()) is not None:
         return None
     fmt, logs, rest = "text", [], args[1:]
     while rest:

@@ -69,27 +69,77 @@ class _Counter:
 class Mapped:
     """A plain file (or bytes [start, end) of it, a range that starts at a line start) mapped,
     its windows searched ahead from the moment this is made, its lines counted by `wc -l` beside
-    the scan when it is the whole file."""
+    the scan when it is the whole file. ``scan`` reads its windows, all or up to a point."""
 
-    def __init__(self, path: str, handle: int, sieve: Sieve, start: int = 0, end: int = -1):
+    def __init__(
+        self,
+        path: str,
+        handle: int,
+        sieve: Sieve,
+        start: int = 0,
+        end: int = -1,
+        workers: int | None = None,
+    ):
         self.path = path
         size = os.fstat(handle).st_size
         self.start, self.end = start, size if end < 0 else end
+        self.read_to = start  # where the windows read so far end
         self.counter = _Counter(path, size) if (start, self.end) == (0, size) else None
         self.mm = mmap.mmap(handle, 0, access=mmap.ACCESS_READ) if self.end > start else None
         self.ranges: list[tuple[int, int]] = []
         self.ahead: Ahead[memoryview] | None = None
+        self._windows: Iterator[tuple[tuple[int, int], tuple[memoryview, list]]] = iter(())
+        self._at_line = (1, start, start)
+        self._released = start - start % mmap.PAGESIZE
         if self.mm is not None:
             self.mm.madvise(mmap.MADV_SEQUENTIAL)
             self.ranges = list(windows(self.mm, start, self.end))
-            whole = memoryview(self.mm)
-            self.ahead = Ahead((whole[a:b] for a, b in self.ranges), sieve, cpus())
+            self._whole = memoryview(self.mm)
+            views = (self._whole[a:b] for a, b in self.ranges)
+            self.ahead = Ahead(views, sieve, workers or cpus())
+            self._windows = zip(self.ranges, self.ahead, strict=True)
+
+    @property
+    def done(self) -> bool:
+        return self.read_to >= self.end
+
+    def scan(self, scanner: Scanner, until: int | None = None) -> None:
+        """Read the windows in order, up to the one that reaches ``until`` (None: all)."""
+        mm = self.mm
+        if mm is None:
+            return
+        for (a, b), (view, anchored) in self._windows:
+            self._at_line = scanner.feed_mapped(mm, a, b, anchored, self.path, self._at_line)
+            view.release()
+            self.read_to = b
+            # Pages read are handed back: the file's pages stay in the page cache, but not
+            # in this process's resident memory (what was kept of them is copied out).
+            upto = b - b % mmap.PAGESIZE
+            if upto > self._released:
+                mm.madvise(mmap.MADV_DONTNEED, self._released, upto - self._released)
+                self._released = upto
+            if until is not None and b >= until:
+                return
+
+    def lines(self) -> int:
+        """The lines of what was read (the whole file's from `wc -l` when all was read)."""
+        mm = self.mm
+        if mm is None or self.read_to <= self.start:
+            return 0
+        counted = self.counter.newlines(self.path) if self.counter and self.done else None
+        if counted is None:
+            counted = sum(mm[a:b].count(b"\n") for a, b in self.ranges if b <= self.read_to)
+        return counted + (mm[self.read_to - 1 : self.read_to] != b"\n")
 
     def close(self) -> None:
         if self.ahead is not None:
             self.ahead.close()
+            self._windows = iter(())  # its views of the mapping go with it
+            self.ahead = None
+            self._whole.release()
         if self.mm is not None:
             self.mm.close()
+            self.mm = None
 
 
 def read_ahead(names: list[str], sieve: Sieve) -> dict[str, Mapped]:
@@ -110,25 +160,10 @@ def read_ahead(names: list[str], sieve: Sieve) -> dict[str, Mapped]:
 
 
 def scan_mapped(scanner: Scanner, mapped: Mapped) -> int:
-    """Scan a mapped file (or range) and return how many lines it held."""
-    mm, lines = mapped.mm, 0
+    """Scan (the rest of) a mapped file or range and return how many lines it held."""
     try:
-        if mm is not None and mapped.ahead is not None:
-            at_line = (1, mapped.start, mapped.start)
-            released = mapped.start - mapped.start % mmap.PAGESIZE
-            for (a, b), (view, anchored) in zip(mapped.ranges, mapped.ahead, strict=True):
-                at_line = scanner.feed_mapped(mm, a, b, anchored, mapped.path, at_line)
-                view.release()
-                # Pages read are handed back: the file's pages stay in the page cache, but not
-                # in this process's resident memory (what was kept of them is copied out).
-                upto = b - b % mmap.PAGESIZE
-                if upto > released:
-                    mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
-                    released = upto
-            counted = mapped.counter.newlines(mapped.path) if mapped.counter else None
-            if counted is None:
-                counted = sum(mm[a:b].count(b"\n") for a, b in mapped.ranges)
-            lines = counted + (mm[mapped.end - 1 : mapped.end] != b"\n")
+        mapped.scan(scanner)
+        lines = mapped.lines()
     finally:
         mapped.close()
     scanner.result.lines += lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import time
 from collections.abc import Iterable
 
 from doctor.explain.engine import Explanation, Scanner
@@ -13,8 +14,11 @@ from doctor.explain.mapped import Mapped, scan_mapped
 from doctor.explain.sieve import cpus, matched
 from doctor.explain.source import LogReadError, iter_blocks, open_log
 
-PARALLEL_FROM = 1 << 30  # bytes: a plain log this large is scanned on every CPU (below, the
-# spawned processes cost more than the sieve and its threads leave to do)
+PARALLEL_FROM = 64 << 20  # bytes: a plain log this large may be scanned on every CPU
+HEAD = 16 << 20  # bytes read here first, to see what the rest would cost
+# Seconds of reading left, past which the rest goes to a process per CPU: starting one (its
+# imports) costs about 0.15 s, and a log whose lines repeat is read faster than that.
+WORTH_PROCESSES = 0.4
 
 
 def explain(
@@ -22,10 +26,12 @@ def explain(
     scanner: Scanner | None = None,
     parallel_from: int = PARALLEL_FROM,
     ahead: dict[str, Mapped] | None = None,
+    worth: float = WORTH_PROCESSES,
 ) -> Explanation:
     """Scan every named log (``-`` is stdin); a plain file of ``parallel_from`` bytes or more is
-    scanned in parts on every CPU. ``ahead``: files mapped and searched already (read_ahead), by
-    a sieve over the same anchors (else searched again).
+    scanned in parts on every CPU where its head shows the rest would take ``worth`` seconds or
+    more here. ``ahead``: files mapped and searched already (read_ahead), by a sieve over the
+    same anchors (else searched again).
 
     A log that cannot be opened raises LogReadError; one that breaks part-way (a truncated
     gzip) keeps what was read and is noted in ``errors``.
@@ -39,13 +45,6 @@ def explain(
         try:
             if name != "-" and isinstance(stream, io.BufferedReader):  # not stdin, not gzip
                 info = os.fstat(stream.fileno())
-                if stat.S_ISREG(info.st_mode) and info.st_size >= parallel_from:
-                    from doctor.explain.parallel import scan_file  # process pools: only here
-
-                    # Parts of half that size at least: a smaller part costs more in process
-                    # start than it saves.
-                    scan_file(scanner, name, info.st_size, parallel_from // 2)
-                    continue
                 if stat.S_ISREG(info.st_mode):
                     early = ahead.pop(name, None) if ahead else None
                     searched = early.ahead if early is not None else None
@@ -53,7 +52,7 @@ def explain(
                         early.close()  # another catalogue's anchors: search again
                         early = None
                     mapped = early or Mapped(name, stream.fileno(), scanner.sieve)
-                    scan_mapped(scanner, mapped)
+                    _plain(scanner, mapped, info.st_size, parallel_from, worth)
                     continue
             for block, anchored in matched(iter_blocks(stream, name), scanner.sieve, cpus()):
                 line_no += scanner.feed_block(block, name, line_no, anchored)
@@ -65,3 +64,26 @@ def explain(
     for left in (ahead or {}).values():  # named twice, or not reached: free its mapping
         left.close()
     return result
+
+
+def _plain(scanner: Scanner, mapped: Mapped, size: int, parallel_from: int, worth: float) -> None:
+    """A plain file: read here, or, where it is large and its head shows that the rest would
+    keep this process busy for longer than starting processes takes (lines that do not repeat,
+    each read in Python), its rest in parts on every CPU."""
+    if size < parallel_from or cpus() < 2:
+        scan_mapped(scanner, mapped)
+        return
+    started = time.perf_counter()
+    mapped.scan(scanner, until=min(HEAD, parallel_from // 4))
+    took, done = time.perf_counter() - started, max(1, mapped.read_to)
+    at_line_start = mapped.mm is not None and mapped.mm[done - 1 : done] == b"\n"
+    if mapped.done or not at_line_start or took * (size - done) / done < worth:
+        scan_mapped(scanner, mapped)
+        return
+    from doctor.explain.parallel import scan_file  # process pools: only here
+
+    head = mapped.lines()
+    mapped.close()
+    scanner.result.lines += head
+    # Parts of half that size at least: a smaller part costs more in process start than it saves.
+    scan_file(scanner, mapped.path, size, parallel_from // 2, start=done, lines_before=head)

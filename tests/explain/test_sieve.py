@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.explain import engine, sieve
+from doctor.explain import engine, parallel, sieve
+from doctor.explain import mapped as mapped_module
 from doctor.explain.catalogue import anchors
 from doctor.explain.engine import Explanation, Scanner
 from doctor.explain.mapped import WINDOW, Mapped, scan_mapped
@@ -88,15 +89,25 @@ def test_the_corpus_many_times_over_reads_as_every_line_read() -> None:
     assert said(sieved(data)) == said(every_line_read(data))
 
 
-def test_a_file_through_mmap_stdin_gzip_and_parts_says_the_same(tmp_path: Path) -> None:
+def test_a_file_through_mmap_stdin_gzip_and_parts_says_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = (b"\n".join(CORPUS) + b"\n") * 3 + b"the last line has no newline"
+    monkeypatch.setattr(mapped_module, "WINDOW", 1 << 14)  # many windows: a head, then the rest
+    parts = []
+    scan_file = parallel.scan_file
+    monkeypatch.setattr(
+        parallel, "scan_file", lambda *a, **k: parts.append(k) or scan_file(*a, **k)
+    )
     plain, packed = tmp_path / "job.log", tmp_path / "job.log.gz"
     plain.write_bytes(data)
     packed.write_bytes(gzip.compress(data))
     mapped = said(explain([str(plain)]))
     assert mapped == said(explain([str(packed)]))
     assert mapped == said(every_line_read(data))
-    assert mapped == said(explain([str(plain)], parallel_from=len(data) // 3))
+    # Its head read here, the rest in parts on every CPU (as when the head shows it is worth it).
+    assert mapped == said(explain([str(plain)], parallel_from=len(data) // 3, worth=0.0))
+    assert parts and parts[0]["start"] > 0 and parts[0]["lines_before"] > 0
     assert mapped["context"]["lines"] == data.count(b"\n") + 1
 
 
