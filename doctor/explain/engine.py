@@ -124,7 +124,7 @@ class Scanner:
             self.result.cut_first.add(source)
         if anchored is None:
             anchored = self.sieve.find(block)
-        self._sieved(block, 0, len(block), anchored, source, (first_line_no, 0, 0))
+        self._sift(block, 0, len(block), anchored, source, (first_line_no, 0, 0))
         lines = block.count(b"\n") + (not block.endswith(b"\n") and len(block) > 0)
         self.result.lines += lines
         return lines
@@ -144,28 +144,9 @@ class Scanner:
         for the next window comes back. The caller counts the lines."""
         if lo == 0 and looks_cut(mm[: min(hi, 1 << 16)]):
             self.result.cut_first.add(source)
-        line_no, counted = self._sieved(mm, lo, hi, anchored, source, at_line)
+        line_no, counted = self._sift(mm, lo, hi, anchored, source, at_line)
         last = mm.rfind(b"\n", lo, hi)
         return line_no, counted, (last + 1 if last >= 0 else at_line[2])
-
-    def _sieved(
-        self,
-        buf: bytes | mmap.mmap,
-        lo: int,
-        hi: int,
-        anchored: list[tuple[int, int, int]],
-        source: str,
-        at_line: tuple[int, int, int],
-    ) -> tuple[int, int]:
-        """buf[lo:hi] through the line-by-line sieve, or, where anchors are dense (an anchor
-        every REPEATED_DENSITY bytes: NCCL INFO lines) and the lines mostly repeat, the block at
-        once (_repeated)."""
-        line_no, counted, opened = at_line
-        if len(anchored) * REPEATED_DENSITY > hi - lo and opened == lo and buf[hi - 1] == 10:
-            done = self._repeated(buf[lo:hi], lo, source, line_no, counted)
-            if done is not None:
-                return done
-        return self._sift(buf, lo, hi, anchored, source, line_no, counted, opened)
 
     def _repeated(
         self, block: bytes, base: int, source: str, line_no: int, counted: int
@@ -210,14 +191,19 @@ class Scanner:
         hi: int,
         anchored: list[tuple[int, int, int]],
         source: str,
-        line_no: int,
-        counted: int,
-        opened: int,
+        at_line: tuple[int, int, int],
     ) -> tuple[int, int]:
         """Read the lines of buf[lo:hi] holding an anchor (``anchored``: the sieve's matches,
         relative to ``lo``) that were not read before; a line read before replays what it did.
-        ``line_no`` is the number of the line at position ``counted``; ``opened`` is where the
-        line open at ``lo`` began. Returns the last (line_no, counted)."""
+        ``at_line``: the number of the line at a position counted up to, that position, and
+        where the line open at ``lo`` began. Returns the last (line number, position). Where
+        anchors are dense (one every REPEATED_DENSITY bytes: NCCL INFO lines) and the lines
+        mostly repeat, the block is read a distinct line at a time (_repeated)."""
+        line_no, counted, opened = at_line
+        if len(anchored) * REPEATED_DENSITY > hi - lo and opened == lo and buf[hi - 1] == 10:
+            done = self._repeated(buf[lo:hi], lo, source, line_no, counted)
+            if done is not None:
+                return done
         seen = self._seen.lines
         rfind, find = buf.rfind, buf.find
         line_end = -1
