@@ -246,7 +246,13 @@ def nccl_env_rule(key: str) -> Rule:
 
     def value_of(f: NodeFacts) -> Value:
         env = nccl_env(f)
-        return env if isinstance(env, Missing) else env.get(key, "<unset>")
+        if isinstance(env, Missing) or key in env:
+            return env if isinstance(env, Missing) else env[key]
+        if f.capture.raw["probe"].get("source") == "paste":
+            # A pasted environment is often grepped (`env | grep NCCL_IB`): what it does not
+            # show is not shown, not unset; a probed node's environment is whole.
+            return Missing(f"{key} is not in the pasted environment", "absent")
+        return "<unset>"
 
     def fix(ref: Hashable) -> Fix:
         command = f"unset {key}" if ref == "<unset>" else f"export {key}={shlex.quote(str(ref))}"

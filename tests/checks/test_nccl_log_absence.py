@@ -96,3 +96,18 @@ def test_a_node_whose_log_shows_no_version_does_not_drift_from_one_that_does(
     without = "\n".join(line for line in lines if "version" not in line)
     report = analyze(tmp_path, gpu1=with_version, gpu2=without)
     assert not [f for f in report["findings"] if f["code"].startswith("drift.nccl")]
+
+
+def test_a_setting_one_pasted_environment_does_not_show_is_not_unset(tmp_path: Any) -> None:
+    # `env | grep NCCL_IB` on one node, `env | grep NCCL` on the other: NCCL_SOCKET_IFNAME is
+    # not shown on the first, which says nothing of whether it is set there.
+    report = analyze(
+        tmp_path,
+        gpu1="NCCL_IB_HCA=mlx5_0\n",
+        gpu2="NCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME=eth0\n",
+    )
+    assert not [f for f in report["findings"] if f["code"] == "drift.nccl_env"]
+    differ = analyze(tmp_path, gpu1="NCCL_IB_HCA=mlx5_0\n", gpu2="NCCL_IB_HCA=mlx5_1\n")
+    assert [f["code"] for f in differ["findings"] if f["code"] == "drift.nccl_env"] == [
+        "drift.nccl_env"
+    ]
