@@ -52,6 +52,12 @@ class _Counter:
                 [wc, "-l", "--", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
             )
 
+    def stop(self) -> None:
+        """Not needed after all (the scan stopped): end wc, if it still runs."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
     def newlines(self, path: str) -> int | None:
         if self.proc is None:
             return None
@@ -132,6 +138,8 @@ class Mapped:
         return counted + (mm[self.read_to - 1 : self.read_to] != b"\n")
 
     def close(self) -> None:
+        if self.counter is not None:
+            self.counter.stop()
         if self.ahead is not None:
             self.ahead.close()
             self._windows = iter(())  # its views of the mapping go with it

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from doctor.explain.engine import Explanation, Scanner
 from doctor.explain.mapped import Mapped, scan_mapped
-from doctor.explain.sieve import cpus, matched
+from doctor.explain.sieve import Ahead, cpus
 from doctor.explain.source import LogReadError, iter_blocks, open_log
 
 PARALLEL_FROM = 64 << 20  # bytes: a plain log this large may be scanned on every CPU
@@ -37,33 +37,40 @@ def explain(
     gzip) keeps what was read and is noted in ``errors``.
     """
     scanner = scanner or Scanner()
-    result = scanner.result
-    for name in names:
-        stream = open_log(name)
-        result.sources.append(name)
+    try:
+        for name in names:
+            _one(scanner, name, ahead or {}, parallel_from, worth)
+    finally:
+        for left in (ahead or {}).values():  # named twice, not reached, or an error: free it
+            left.close()
+    return scanner.result
+
+
+def _one(
+    scanner: Scanner, name: str, ahead: dict[str, Mapped], parallel_from: int, worth: float
+) -> None:
+    stream = open_log(name)
+    scanner.result.sources.append(name)
+    try:
+        if name != "-" and isinstance(stream, io.BufferedReader):  # not stdin, not gzip
+            info = os.fstat(stream.fileno())
+            if stat.S_ISREG(info.st_mode):
+                early = ahead.pop(name, None)
+                searched = early.ahead if early is not None else None
+                if early is not None and searched and searched.sieve != scanner.sieve:
+                    early.close()  # another catalogue's anchors: search again
+                    early = None
+                mapped = early or Mapped(name, stream.fileno(), scanner.sieve)
+                _plain(scanner, mapped, info.st_size, parallel_from, worth)
+                return
         line_no = 1
-        try:
-            if name != "-" and isinstance(stream, io.BufferedReader):  # not stdin, not gzip
-                info = os.fstat(stream.fileno())
-                if stat.S_ISREG(info.st_mode):
-                    early = ahead.pop(name, None) if ahead else None
-                    searched = early.ahead if early is not None else None
-                    if early is not None and searched and searched.sieve != scanner.sieve:
-                        early.close()  # another catalogue's anchors: search again
-                        early = None
-                    mapped = early or Mapped(name, stream.fileno(), scanner.sieve)
-                    _plain(scanner, mapped, info.st_size, parallel_from, worth)
-                    continue
-            for block, anchored in matched(iter_blocks(stream, name), scanner.sieve, cpus()):
-                line_no += scanner.feed_block(block, name, line_no, anchored)
-        except LogReadError as exc:
-            result.errors.append(str(exc))
-        finally:
-            if name != "-":
-                stream.close()
-    for left in (ahead or {}).values():  # named twice, or not reached: free its mapping
-        left.close()
-    return result
+        for block, anchored in Ahead(iter_blocks(stream, name), scanner.sieve, cpus()):
+            line_no += scanner.feed_block(block, name, line_no, anchored)
+    except LogReadError as exc:
+        scanner.result.errors.append(str(exc))
+    finally:
+        if name != "-":
+            stream.close()
 
 
 def _plain(scanner: Scanner, mapped: Mapped, size: int, parallel_from: int, worth: float) -> None:

@@ -9,7 +9,7 @@ the same lines many times over. Two things keep them out of Python:
   (signatures.json "anchors"). Up to 64 patterns, leftmost-first, the automaton searches with SIMD
   (Teddy): 2 GB/s here, where the full keyword set (over 140, past the SIMD search's limit) runs
   at 0.6 GB/s. It releases the GIL, so worker threads search the next blocks while Python reads
-  this one's matches (``matched``).
+  this one's matches (``Ahead``).
 - A line already read is not read again: ``Seen`` keeps what reading it did that must happen
   again (the hit it counted, the NCCL version it tallied), and the scanner replays that.
 
@@ -97,13 +97,6 @@ class Ahead(Generic[B]):
     def close(self) -> None:
         self._ahead.clear()
         self._pool.shutdown(cancel_futures=True)
-
-
-def matched(
-    blocks: Iterable[B], sieve: Sieve, workers: int
-) -> Iterator[tuple[B, list[tuple[int, int, int]]]]:
-    """Each block with its anchors, searched ahead (Ahead)."""
-    return iter(Ahead(blocks, sieve, workers))
 
 
 class Seen(Generic[R]):
