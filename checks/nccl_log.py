@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from doctor.explain.nccl_use import UNKNOWN_HOST
 from doctor.facts.cluster import ClusterFacts, nccl_logs
+from doctor.facts.nccl_names import UNKNOWN_HOST
 from doctor.facts.node import NodeFacts
 from doctor.facts.rdma import RdmaFacts
 from doctor.model import Finding, Fix, Severity

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from doctor.facts.nccl_names import decode_version
+
 HEADER = re.compile(
     r"^# nccl-tests version (?P<tests>\S+) nccl-headers=(?P<headers>\d+) "
     r"nccl-library=(?P<library>\d+)"
@@ -22,13 +24,6 @@ DEVICE = re.compile(
     r"^#\s+Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<dev>\d+)\s+\[(?P<bus>[0-9a-fA-Fx:.]+)\]\s+(?P<name>.+?)\s*$"
 )
-
-
-def decode_version(code: int) -> str:
-    """NCCL_VERSION_CODE → "2.32.3" (codes below 10000 are the pre-2.9 X*1000+Y*100+Z form)."""
-    if code >= 10000:
-        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 class Device(NamedTuple):

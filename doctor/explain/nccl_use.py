@@ -12,12 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.explain.nccl_process import NcclProcess
+from doctor.facts.nccl_names import UNKNOWN_HOST
 from doctor.nodeset import compact
 
 INTRA = ("P2P/", "SHM", "NVLS")
-# The summary's name for the processes whose lines named no host: a group, not a node (a log
-# pasted for one node whose lines name none is that node: facts/cluster.py maps it).
-UNKNOWN_HOST = "?"
 
 
 def _gdr(values: list[bool | None]) -> bool | str | None:

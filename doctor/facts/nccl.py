@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.capture import Capture, CommandResult
-from doctor.explain.nccl_tests import decode_version
 from doctor.facts.amd import rocm_roots
 from doctor.facts.child import last_words, marked
 from doctor.facts.frameworks import torch_build
+from doctor.facts.nccl_names import decode_version
 from doctor.model import Missing
 
 # Must match NCCL_MARK in doctor/probe.py: the line the probe's child prints its result on.
