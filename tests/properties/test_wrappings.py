@@ -96,7 +96,7 @@ def test_a_wrapped_healthy_log_explains_as_unwrapped(name: str, forms: list[str]
     assert all(severity != str(Severity.FAIL) for _, severity, _, _ in wrapped["findings"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.sampled_from(NCCL_LOGS),
     st.lists(st.sampled_from(FORM_NAMES), min_size=1, max_size=3, unique=True),
