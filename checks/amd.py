@@ -305,7 +305,10 @@ DRIFT = (
     ),
 )
 drift = rules_check(
-    "versions.amd", "Every AMD node runs the same ROCm, amdgpu driver and GPU firmware", DRIFT
+    "versions.amd",
+    "Every AMD node runs the same ROCm, amdgpu driver and GPU firmware",
+    "an AMD GPU (ROCm, amdgpu or GPU firmware)",
+    DRIFT,
 )
 
 CHECKS = [driver, xgmi, bad_pages, host, gdr, drift]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from doctor.drift import drift_findings
+from doctor.drift import drift_findings, need_drift
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Missing, Severity
@@ -27,6 +27,13 @@ def gpu_count(f: NodeFacts) -> int | Missing:
     },
 )
 def count(cluster: ClusterFacts) -> Iterator[Finding]:
+    slotted: dict[str, tuple[int, int]] = {}  # a node given slots that has GPUs: (slots, GPUs)
+    for name, facts in cluster.nodes.items():
+        node, gpus = cluster.inventory.get(name), gpu_count(facts)
+        if node is not None and node.slots is not None and not isinstance(gpus, Missing) and gpus:
+            slotted[name] = (node.slots, gpus)
+    if not slotted:
+        need_drift(cluster, "a GPU", (gpu_count, 0))
     yield from drift_findings(
         cluster,
         gpu_count,
@@ -40,21 +47,17 @@ def count(cluster: ClusterFacts) -> Iterator[Finding]:
             LIST,
         ),
     )
-    for name, facts in cluster.nodes.items():
-        node = cluster.inventory.get(name)
-        gpus = gpu_count(facts)
-        if node is None or node.slots is None or isinstance(gpus, Missing) or not gpus:
-            continue
-        if node.slots > gpus:
+    for name, (slots, gpus) in slotted.items():
+        if slots > gpus:
             yield Finding(
                 "gpu.count.slots",
                 Severity.FAIL,
-                f"{name} is given {node.slots} slots but has {gpus} GPU(s): ranks past the last "
+                f"{name} is given {slots} slots but has {gpus} GPU(s): ranks past the last "
                 "GPU fail to pick a device, or share one and run out of memory",
                 nodes=(name,),
-                evidence=(f"slots={node.slots}", f"GPUs: {gpus}"),
+                evidence=(f"slots={slots}", f"GPUs: {gpus}"),
                 fix=Fix("Give the node one slot per GPU.", (f"{name} slots={gpus}",)),
-                data={"slots": node.slots, "gpus": gpus},
+                data={"slots": slots, "gpus": gpus},
             )
 
 

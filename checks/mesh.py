@@ -98,12 +98,12 @@ def ssh_mesh(cluster: ClusterFacts) -> Iterator[Finding]:
     targets, sources = whole_nodes(
         {(x.source, x.target): (x.source, x.target) in bad for x in mesh.links}
     )
-    for dst, froms in targets.items():
-        yield _one_node(mesh, [x for x in failed if x.target == dst], dst, froms)
+    for dst in targets:
+        yield _one_end(mesh, [x for x in failed if x.target == dst], dst, into=True)
     for src in sources:
         links = [x for x in failed if x.source == src and x.target not in targets]
         if links:
-            yield _one_source(mesh, links, src)
+            yield _one_end(mesh, links, src, into=False)
     groups: dict[tuple[str, str], list[MeshLink]] = defaultdict(list)
     for link in failed:
         if link.target not in targets and link.source not in sources:
@@ -147,43 +147,35 @@ def _took(link: MeshLink) -> str:
     return f" ({link.seconds:.1f} s)" if link.seconds is not None else ""
 
 
-def _one_node(mesh: SshMesh, links: list[MeshLink], dst: str, froms: list[str]) -> Finding:
-    """Every peer that tried failed to log in to ``dst``: the problem is ``dst``'s."""
+def _one_end(mesh: SshMesh, links: list[MeshLink], node: str, *, into: bool) -> Finding:
+    """Every login into ``node`` that was tried failed (``into``), or every one out of it: the
+    problem is ``node``'s, not that of N pairs."""
     kind = Counter(x.status for x in links).most_common(1)[0][0]
     meaning, fix_text, commands = _MEANING.get(kind, _MEANING["failed"])
-    src = compact(froms)
+    if into:
+        peers = sorted(x.source for x in links)
+        src, dst, first = compact(peers), node, peers[0]
+        said = meaning.format(src="its peers", dst=node)
+        summary = f"No node can log in to {node} over SSH: {said} (all {len(peers)} peers that "
+        summary += f"tried: {src})"
+        data: dict[str, object] = {"sources": peers, "target": node}
+    else:
+        src, dst, first = node, compact(x.target for x in links), links[0].target
+        said = meaning.format(src=node, dst="its peers")
+        summary = (
+            f"{node} cannot log in to any peer over SSH: {said} (all {len(links)} it tried: {dst})"
+        )
+        data = {"source": node, "targets": [x.target for x in links]}
+    # The commands name one pair: the first peer that tried, or the first peer tried.
+    pair = {"src": first, "dst": node} if into else {"src": node, "dst": first}
     return Finding(
         _code(kind),
         Severity.FAIL,
-        f"No node can log in to {dst} over SSH: {meaning.format(src='its peers', dst=dst)} "
-        f"(all {len(froms)} peers that tried: {src})",
-        nodes=(dst,),
+        summary,
+        nodes=(node,),
         evidence=tuple(_attempts(mesh, x) for x in links),
-        fix=Fix(
-            fix_text.format(src=src, dst=dst),
-            tuple(c.format(src=froms[0], dst=dst) for c in commands),
-        ),
-        data={"sources": froms, "target": dst, "status": kind},
-    )
-
-
-def _one_source(mesh: SshMesh, links: list[MeshLink], src: str) -> Finding:
-    """``src`` failed to log in to every peer it tried: the problem is ``src``'s."""
-    kind = Counter(x.status for x in links).most_common(1)[0][0]
-    meaning, fix_text, commands = _MEANING.get(kind, _MEANING["failed"])
-    dst = compact(x.target for x in links)
-    return Finding(
-        _code(kind),
-        Severity.FAIL,
-        f"{src} cannot log in to any peer over SSH: {meaning.format(src=src, dst='its peers')} "
-        f"(all {len(links)} it tried: {dst})",
-        nodes=(src,),
-        evidence=tuple(_attempts(mesh, x) for x in links),
-        fix=Fix(
-            fix_text.format(src=src, dst=dst),
-            tuple(c.format(src=src, dst=links[0].target) for c in commands),
-        ),
-        data={"source": src, "targets": [x.target for x in links], "status": kind},
+        fix=Fix(fix_text.format(src=src, dst=dst), tuple(c.format(**pair) for c in commands)),
+        data={**data, "status": kind},
     )
 
 

@@ -56,16 +56,17 @@ def nccl_libraries(facts: NodeFacts) -> Iterator[Finding]:
     nccl = need(facts.nccl)
     torch_text, loader_text = _picks(nccl)
     if not nccl.libraries:
-        # A CUDA torch whose NCCL is linked into libtorch_cuda.so still has NCCL; a CPU node
-        # needs none.
-        if _has_gpu(facts) and not _cuda_torch(facts):
-            yield Finding(
-                "nccl.none",
-                Severity.FAIL,
-                "no libnccl found on a node with NVIDIA GPUs",
-                evidence=("searched LD_LIBRARY_PATH, the ld.so cache, site-packages, torch/lib",),
-                fix=NONE_FIX,
-            )
+        if not _has_gpu(facts):
+            raise Skip("no libnccl, and no NVIDIA GPU that needs one")
+        if _cuda_torch(facts):
+            raise Skip("no separate libnccl: torch's NCCL is linked into libtorch_cuda.so")
+        yield Finding(
+            "nccl.none",
+            Severity.FAIL,
+            "no libnccl found on a node with NVIDIA GPUs",
+            evidence=("searched LD_LIBRARY_PATH, the ld.so cache, site-packages, torch/lib",),
+            fix=NONE_FIX,
+        )
         return
     for lib in nccl.libraries:
         if isinstance(lib.version, Missing):

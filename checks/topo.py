@@ -6,7 +6,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterator
 
-from doctor.drift import drift_findings
+from doctor.drift import drift_findings, need_drift
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.pci import CLASS_NETWORK, Acs
@@ -294,6 +294,9 @@ def acs_redirect(facts: NodeFacts) -> Iterator[Finding]:
         )
 
 
+NO_TOPOLOGY = "no GPU and no RDMA NIC"
+
+
 def topology_signature(facts: NodeFacts) -> str | Missing:
     """A readable summary plus a short digest of the GPU and RDMA NIC links, for comparing nodes.
 
@@ -306,6 +309,8 @@ def topology_signature(facts: NodeFacts) -> str | Missing:
     topo = topo_facts.topology
     gpus = topo.gpus
     shown = [*gpus, *(n for n in topo.nics if n in topo_facts.rdma)]
+    if not shown:
+        return NO_TOPOLOGY
     gpu_links = Counter(topo.label(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1 :])
     nic_links = Counter(topo.label(g, n) for g in gpus for n in shown[len(gpus) :])
     pairs = [(a, b, topo.label(a, b)) for i, a in enumerate(shown) for b in shown[i + 1 :]]
@@ -326,6 +331,7 @@ def topology_signature(facts: NodeFacts) -> str | Missing:
     codes={"topo.drift": "a node's GPU/NIC topology differs from the others'"},
 )
 def topo_drift(cluster: ClusterFacts) -> Iterator[Finding]:
+    need_drift(cluster, "a GPU or an RDMA NIC", (topology_signature, NO_TOPOLOGY))
     yield from drift_findings(
         cluster,
         topology_signature,

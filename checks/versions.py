@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 
-from doctor.drift import drift_findings, find_drift
+from doctor.drift import drift_findings, find_drift, need_drift
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.nccl import LOGGED
 from doctor.facts.node import NodeFacts
@@ -26,6 +26,7 @@ class Rule:
     value_of: Callable[[NodeFacts], Value]
     severity: Severity
     fix: Callable[[Hashable], Fix]  # given the reference value (the majority's or baseline's)
+    nothing: Hashable = None  # the value of a node that has none of it (see need_drift)
 
     def findings(self, cluster: ClusterFacts) -> Iterator[Finding]:
         split = find_drift(cluster, self.value_of)
@@ -45,8 +46,11 @@ def codes(rules: tuple[Rule, ...]) -> dict[str, str]:
     return {rule.code: rule.meaning for rule in rules}
 
 
+NONE = "none"  # what a node has of a list it has nothing of
+
+
 def _joined(items: list[str] | tuple[str, ...]) -> str:
-    return ", ".join(sorted(items)) if items else "none"
+    return ", ".join(sorted(items)) if items else NONE
 
 
 # -- values, one per node (Missing leaves the node out of the vote) -----------------------
@@ -166,6 +170,7 @@ NCCL = (
             f"Make every node reach the same NCCL versions (expected: {ref}): remove the extra "
             "copies, or install the missing one."
         ),
+        NONE,
     ),
     Rule(
         "drift.nccl_torch",
@@ -190,6 +195,7 @@ NCCL = (
             "IB/EFA plugin falls back to TCP sockets and slows or breaks the whole job.",
             ("ldconfig -p | grep libnccl-net",),
         ),
+        NONE,
     ),
 )
 SOFTWARE = (
@@ -237,8 +243,10 @@ NCCL_CONF = Rule(
         "and ~/.nccl.conf.",
         ("cat /etc/nccl.conf ~/.nccl.conf",),
     ),
+    NONE,
 )
 NCCL_ENV_CODE = "drift.nccl_env"
+UNSET = "<unset>"
 
 
 def nccl_env_rule(key: str) -> Rule:
@@ -252,10 +260,10 @@ def nccl_env_rule(key: str) -> Rule:
             # A pasted environment is often grepped (`env | grep NCCL_IB`): what it does not
             # show is not shown, not unset; a probed node's environment is whole.
             return Missing(f"{key} is not in the pasted environment", "absent")
-        return "<unset>"
+        return UNSET
 
     def fix(ref: Hashable) -> Fix:
-        command = f"unset {key}" if ref == "<unset>" else f"export {key}={shlex.quote(str(ref))}"
+        command = f"unset {key}" if ref == UNSET else f"export {key}={shlex.quote(str(ref))}"
         return Fix(
             f"Set {key} the same way on every node (some values, like interface names, may "
             "differ on purpose: then ignore this).",
@@ -263,13 +271,20 @@ def nccl_env_rule(key: str) -> Rule:
         )
 
     meaning = "an NCCL_* environment variable differs between nodes"
-    return Rule(NCCL_ENV_CODE, meaning, key, value_of, Severity.WARN, fix)
+    return Rule(NCCL_ENV_CODE, meaning, key, value_of, Severity.WARN, fix, UNSET)
 
 
-def rules_check(id: str, title: str, rules: tuple[Rule, ...]) -> CheckSpec:
-    """A cluster check that applies each rule in turn."""
+def need_rules(cluster: ClusterFacts, subject: str, rules: list[Rule]) -> None:
+    """Skip the calling check unless some rule has values to compare (see need_drift)."""
+    need_drift(cluster, subject, *((rule.value_of, rule.nothing) for rule in rules))
+
+
+def rules_check(id: str, title: str, subject: str, rules: tuple[Rule, ...]) -> CheckSpec:
+    """A cluster check that applies each rule in turn; ``subject`` names what the rules compare,
+    for the reason it skips when they have nothing to compare."""
 
     def check(cluster: ClusterFacts) -> Iterator[Finding]:
+        need_rules(cluster, subject, list(rules))
         for rule in rules:
             yield from rule.findings(cluster)
 
@@ -277,15 +292,22 @@ def rules_check(id: str, title: str, rules: tuple[Rule, ...]) -> CheckSpec:
 
 
 driver_drift = rules_check(
-    "versions.driver", "Every node runs the same NVIDIA driver and CUDA driver version", DRIVER
+    "versions.driver",
+    "Every node runs the same NVIDIA driver and CUDA driver version",
+    "an NVIDIA driver",
+    DRIVER,
 )
 nccl_drift = rules_check(
     "versions.nccl",
     "Every node has the same NCCL versions, the same one for torch, and the same net plugins",
+    "NCCL or an NCCL net plugin",
     NCCL,
 )
 software_drift = rules_check(
-    "versions.software", "Every node runs the same MPI, Python, torch and kernel", SOFTWARE
+    "versions.software",
+    "Every node runs the same MPI, Python, torch and kernel",
+    "MPI, Python, torch or a kernel version read",
+    SOFTWARE,
 )
 
 
@@ -299,9 +321,10 @@ def nccl_settings_drift(cluster: ClusterFacts) -> Iterator[Finding]:
     for facts in cluster.nodes.values():
         env = nccl_env(facts)
         keys.update(env if isinstance(env, dict) else ())
-    for key in sorted(keys):
-        yield from nccl_env_rule(key).findings(cluster)
-    yield from NCCL_CONF.findings(cluster)
+    rules = [*(nccl_env_rule(key) for key in sorted(keys)), NCCL_CONF]
+    need_rules(cluster, "an NCCL_* variable or an nccl.conf setting", rules)
+    for rule in rules:
+        yield from rule.findings(cluster)
 
 
 CHECKS = [driver_drift, nccl_drift, software_drift, nccl_settings_drift]

@@ -26,6 +26,7 @@ from doctor.errors import (
     UsageError,
 )
 from doctor.flags import options
+from doctor.job.settings import HangSettings, StacksSettings
 from doctor.output import (
     Format,
     Formatting,
@@ -75,13 +76,16 @@ def command(group: typer.Typer = app, name: str | None = None) -> Callable[[Call
 
 
 def _checks(
-    include: list[str] | None = None, exclude: list[str] | None = None
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    plugins: tuple[str, ...] = (),
 ) -> tuple[CheckSpec, ...]:
-    """The registered checks, all or those selected; a selection that matches none is misuse."""
+    """The registered checks, all or those selected (of ``plugins`` only, when named); a
+    selection that matches none is misuse."""
     from doctor.registry import load_checks, select
 
     try:
-        return tuple(select(load_checks(), include or (), exclude or ()))
+        return tuple(select(load_checks(plugins), include or (), exclude or ()))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -152,6 +156,7 @@ def run_job(
     stages: StageSettings,
     allreduce: AllreduceSettings,
     settings: RunSettings,
+    hang: HangSettings,
     launch: Annotated[
         list[str] | None,
         typer.Argument(help="The launch command, after --: torchrun ..., mpirun ..., srun ..."),
@@ -181,9 +186,20 @@ def run_job(
 
     progress = Progress(stderr_console(), quiet=settings_ui.quiet, verbose=settings_ui.verbose)
     report, verdict, result = run_command(
-        launch or [], line, request, settings, output.threshold, progress
+        launch or [], line, request, settings, hang, output.threshold, progress
     )
     return show_job(report, verdict, result, output)
+
+
+@command()
+def stacks(output: OutputOptions, targets: Targets, settings: StacksSettings) -> int:
+    """Where every rank of a running job is: the rank that holds the others, its node and line."""
+    with _reaching(targets) as (nodes, transport):
+        from doctor.job.stacks import look_at_job  # while the handshakes go on
+
+        checks = _checks(["hang", "reach"], plugins=("hang", "cluster"))
+        report = look_at_job(nodes, transport, settings, checks, targets.python)
+    return emit(report, output)
 
 
 @command()

@@ -39,11 +39,14 @@ LOADER = "import sys; exec(compile(sys.stdin.buffer.read(), '<cluster-doctor>', 
 
 
 def probe_argv(python: str | None, spec: dict[str, Any]) -> list[str]:
-    """The probe's source goes to the node's Python on stdin, the spec as one argument.
+    """The probe's source goes to the node's Python on stdin, the spec as one argument."""
+    return python_argv(
+        python, ["-c", LOADER, json.dumps(spec, sort_keys=True, separators=(",", ":"))]
+    )
 
-    With no interpreter named, a small sh loop finds one on the node.
-    """
-    args = ["-c", LOADER, json.dumps(spec, sort_keys=True, separators=(",", ":"))]
+
+def python_argv(python: str | None, args: list[str]) -> list[str]:
+    """``python args``; with no interpreter named, a small sh loop finds one on the node."""
     if python is None:
         return ["sh", "-c", FIND_PYTHON, "sh", *args]
     return [python, *args]

@@ -8,6 +8,12 @@ from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nodeset import Split, compact, split_by_value
+from doctor.plugin import Skip
+
+# One value compared across nodes, and the value of a node that has none of the thing compared
+# (an empty list joined as "none", 0 GPUs): nodes that all have nothing cannot differ in it.
+Compared = tuple[Callable[[NodeFacts], Hashable | Missing], Hashable]
+BASELINE = "--baseline"  # the baseline's place among the nodes compared (no node's name)
 
 
 def values_by_node(
@@ -31,6 +37,27 @@ def find_drift(
         value = value_of(cluster.baseline)
         baseline = None if isinstance(value, Missing) else value
     return split_by_value(values_by_node(cluster, value_of), baseline)
+
+
+def need_drift(cluster: ClusterFacts, subject: str, *compared: Compared) -> None:
+    """Skip the calling check unless one of the values can differ between nodes: two nodes (the
+    baseline counts as one) have it, and one of them has something. A comparison of one node,
+    or of nodes that all have none of the thing, would pass having judged nothing."""
+    having: set[str] = set()
+    for value_of, nothing in compared:
+        found = values_by_node(cluster, value_of)
+        base = value_of(cluster.baseline) if cluster.baseline is not None else None
+        if base is not None and not isinstance(base, Missing):
+            found[BASELINE] = base
+        something = {n for n, v in found.items() if v != nothing}
+        if len(found) >= 2 and something:
+            return
+        having |= something - {BASELINE}
+    if len(cluster.nodes) + (cluster.baseline is not None) < 2:
+        raise Skip("one node: nothing to compare across nodes")
+    if not having:
+        raise Skip(f"no node has {subject}")
+    raise Skip(f"only {compact(having)} has {subject}: nothing to compare it with")
 
 
 def drift_findings(

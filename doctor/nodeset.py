@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping
@@ -76,3 +77,41 @@ def split_by_value(values: Mapping[str, K], baseline: K | None = None) -> Split[
         tuple(groups.get(reference, ())),
         {v: tuple(ns) for v, ns in groups.items() if v != reference},
     )
+
+
+def is_address(text: str) -> bool:
+    """Whether ``text`` is an IPv4 or IPv6 address (not a name)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def name_peers(text: str, owners: Mapping[str, str], own: Iterable[str] = ()) -> str:
+    """``text`` with each address a node holds (``owners``: address -> node) named as
+    ``node2 (198.18.0.2)``, or ``(node2, 198.18.0.2)`` where the address stood in parentheses.
+    Addresses of the ``own`` nodes (the finding's: a node's own interfaces) and of nodes the text
+    already names are left as they are."""
+    mine = set(own)
+    wanted = {a: n for a, n in owners.items() if n not in mine and not _named(text, n)}
+    if not wanted:
+        return text
+    pattern = "|".join(re.escape(a) for a in sorted(wanted, key=len, reverse=True))
+    # The address with its port as logs write it ([fd00::2]:99, 10.0.0.2:99, 10.0.0.2<99>), and
+    # not inside a longer address or word: 10.0.0.2 is not in 10.0.0.23, nor in eth0:10.0.0.2.
+    found = re.compile(
+        rf"(\()?(?<![\w.:\[])(\[?({pattern})\]?(?::\d+|<\d+>)?)(?![\w.:]?[0-9A-Za-z])(\))?"
+    )
+
+    def named(m: re.Match[str]) -> str:
+        node, address = wanted[m[3]], m[2]
+        if m[1] and m[4]:
+            return f"({node}, {address})"
+        return f"{m[1] or ''}{node} ({address}){m[4] or ''}"
+
+    return found.sub(named, text)
+
+
+def _named(text: str, node: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(node)}(?![\w-])", text) is not None

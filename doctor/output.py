@@ -165,11 +165,10 @@ def emit(report: Report, opts: OutputOptions, text: bool = True) -> int:
     """Write the report to stdout and every named file; the exit code it calls for.
     ``text`` False: no text report on stdout (`doctor run` after its job: the job's output and
     its own lines are the terminal's)."""
-    # The renderers (rich tables, XML) load here: commands that write no report never pay them.
+    # The renderers (rich tables, XML) load here, each only when its output is asked for:
+    # commands that write no report never pay them.
     from doctor.redact import Redactor
     from doctor.render.json_report import render_json
-    from doctor.render.junit import render_junit
-    from doctor.render.markdown import render_markdown
     from doctor.render.terminal import render_text
 
     threshold = opts.threshold
@@ -189,8 +188,12 @@ def emit(report: Report, opts: OutputOptions, text: bool = True) -> int:
     if opts.json_file is not None:
         _write("--json", opts.json_file, as_json())
     if opts.junit_file is not None:
+        from doctor.render.junit import render_junit
+
         _write("--junit", opts.junit_file, render_junit(report, threshold, redact))
     if opts.markdown_file is not None:
+        from doctor.render.markdown import render_markdown
+
         _write("--markdown", opts.markdown_file, redact(render_markdown(report)))
     if opts.html_file is not None:
         # Drawn from the (redacted) document alone: nothing unredacted can reach the page.

@@ -272,13 +272,15 @@ def job_for(
     differs from it."""
     from doctor.allreduce.stage import Job
 
-    if all(n.local for n in nodes) and settings.backend != "nccl":
-        nodes = nodes * (settings.ranks or 1)  # Gloo ranks on this machine, over loopback
     gpus = gpu_counts(facts)
     backend = settings.backend
     if backend == "auto":
         # NCCL only where every node has a GPU: one CPU-only node would strand the others.
         backend = "nccl" if nodes and all(gpus.get(n.name, 0) for n in nodes) else "gloo"
+    if all(n.local for n in nodes) and backend != "nccl":
+        # Gloo ranks on this machine, over loopback. Not NCCL's: two ranks on one GPU of one
+        # host are NCCL's "invalid usage" (seen on a one-GPU H200); it runs one per GPU.
+        nodes = nodes * (settings.ranks or 1)
     given = settings.recommendation()
     if given is not None:
         recommendation = given

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import hostlist
 
-from doctor.nodeset import compact
+from doctor.nodeset import compact, is_address
 
 if TYPE_CHECKING:
     from doctor.report import Report
@@ -101,14 +101,14 @@ class Redactor:
         for name, entry in cluster.inventory.items():
             if entry.user:
                 users.append(entry.user)
-            if entry.address and not _is_address(entry.address):
+            if entry.address and not is_address(entry.address):
                 groups.setdefault(name, [name]).append(entry.address)
         doc = report.to_json()
         known = {n.split(".")[0].lower(): key for key, g in groups.items() for n in g}
         for key, value in _keyed_strings(doc):
             if key in USER_KEYS:
                 users.append(value)
-            elif _HOSTNAME.fullmatch(value) and not _is_address(value):
+            elif _HOSTNAME.fullmatch(value) and not is_address(value):
                 # Another name of a node we know (its FQDN) joins that node's alias.
                 owner = known.get(value.split(".")[0].lower(), value)
                 groups.setdefault(owner, [owner]).append(value)
@@ -192,11 +192,3 @@ def _keyed_strings(value: Any, key: str = "") -> Iterable[tuple[str, str]]:
             yield from _keyed_strings(v, key)
     elif isinstance(value, str) and value not in KEPT_NAMES and key in HOST_KEYS | USER_KEYS:
         yield key, value
-
-
-def _is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True

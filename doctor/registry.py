@@ -16,13 +16,18 @@ NO_AUTOLOAD = "CLUSTER_DOCTOR_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PREFIX = "checks."
 
 
-def load_checks() -> list[CheckSpec]:
-    """Every registered check, in a stable order (entry-point name, then declaration order)."""
+def load_checks(plugins: Iterable[str] = ()) -> list[CheckSpec]:
+    """Every registered check, in a stable order (entry-point name, then declaration order);
+    only those of the named plugins (entry points), when some are named: a command that judges
+    one area need not import every plugin's facts."""
     only_builtin = bool(os.environ.get(NO_AUTOLOAD))
+    wanted = set(plugins)
     specs: list[CheckSpec] = []
     seen: dict[str, str] = {}
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        if only_builtin and not ep.value.startswith(BUILTIN_PREFIX):
+        if (only_builtin and not ep.value.startswith(BUILTIN_PREFIX)) or (
+            wanted and ep.name not in wanted
+        ):
             continue
         try:
             loaded = ep.load()

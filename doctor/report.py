@@ -62,8 +62,10 @@ class Report:
         for name in self.cluster.names:
             if name in self.cluster.nodes:
                 nodes[name] = {"status": "ok", "facts": self.cluster.nodes[name].to_json()}
-            else:
+            elif name in self.cluster.failures:
                 nodes[name] = {"status": "failed", "failure": jsonable(self.cluster.failures[name])}
+            else:  # answered a stage but was not probed (doctor stacks)
+                nodes[name] = {"status": "ok"}
         doc: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "cluster-doctor", "version": __version__},

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from doctor.facts.cluster import ClusterFacts
 from doctor.model import CheckOutcome, Finding, Missing, Status, status_of
+from doctor.nodeset import name_peers
 from doctor.plugin import CheckSpec, Skip
 
 
-def _run_one(spec: CheckSpec, subject: object, node: str | None) -> CheckOutcome:
+def _run_one(
+    spec: CheckSpec, subject: object, node: str | None, owners: Mapping[str, str]
+) -> CheckOutcome:
     started = time.perf_counter()
 
     def outcome(
@@ -36,16 +39,22 @@ def _run_one(spec: CheckSpec, subject: object, node: str | None) -> CheckOutcome
             return outcome(Status.CRASH, reason=f"emitted undeclared finding code {f.code!r}")
         nodes = f.nodes or ((node,) if node else ())
         fix = f.fix or spec.fixes.get(f.code)
-        findings.append(dataclasses.replace(f, check=spec.id, nodes=nodes, fix=fix))
+        # A peer named by address is named by node too, where one node holds the address.
+        summary = name_peers(f.summary, owners, nodes)
+        findings.append(
+            dataclasses.replace(f, check=spec.id, nodes=nodes, fix=fix, summary=summary)
+        )
     return outcome(status_of(findings), tuple(findings))
 
 
 def run_checks(specs: Iterable[CheckSpec], cluster: ClusterFacts) -> list[CheckOutcome]:
     """Node checks run once per reachable node, cluster checks once; order follows ``specs``."""
     outcomes: list[CheckOutcome] = []
+    owners = cluster.address_owners
     for spec in specs:
         if spec.scope == "node":
-            outcomes.extend(_run_one(spec, facts, name) for name, facts in cluster.nodes.items())
+            nodes = cluster.nodes.items()
+            outcomes.extend(_run_one(spec, facts, name, owners) for name, facts in nodes)
         else:
-            outcomes.append(_run_one(spec, cluster, None))
+            outcomes.append(_run_one(spec, cluster, None, owners))
     return outcomes

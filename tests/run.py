@@ -12,8 +12,8 @@ goes straight to pytest. Standard library only: it runs before anything else is 
 What it installs when missing:
 * Debian: the package of every program a test runs, directly or through the doctor (PROGRAMS:
   OpenSSH, Open MPI, iproute2, net-tools, ping, procps, busybox, xmllint, Slurm and munge,
-  Chromium and its driver ...); python3-pip, or python3-venv where the system Python is
-  externally managed (PEP 668), in which case the tests run in .venv here;
+  Chromium and its driver ...); python3-pip, unless the system Python is externally managed
+  (PEP 668): then the tests run in .venv here, made as install.py makes it;
 * PyPI: torch's CPU build first, pinned (an unpinned torch pulls a multi-GB CUDA build), then
   this checkout, editable, with its test and torch extras.
 
@@ -29,6 +29,9 @@ import sysconfig
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from install import VENV, Failed, installed, make_venv, quiet  # noqa: E402 (stdlib only too)
+
 # Every program the tests run (by argv, through `ip netns exec`, over ssh, or through the doctor
 # under test) and the Debian package that has it: what every Python process of a whole run in a
 # debootstrapped root started, logged by an audit hook. tests/test_runner.py fails when a test's
@@ -52,7 +55,7 @@ PROGRAMS = {
     "salloc": "slurm-client", "sbatch": "slurm-client", "sinfo": "slurm-client",
     "squeue": "slurm-client", "scontrol": "slurm-client", "scancel": "slurm-client",
     "xmllint": "libxml2-utils", "chromium": "chromium", "chromedriver": "chromium-driver",
-    "cc": "gcc",
+    "cc": "gcc", "git": "git", "debootstrap": "debootstrap",
 }  # fmt: skip
 # What a program above needs beside it that no program names: cc links the stand-in librccl of
 # tests/facts/test_rccl_library.py against libc (gcc only recommends libc6-dev, and recommends are
@@ -60,60 +63,13 @@ PROGRAMS = {
 LIBRARIES = ("libc6-dev",)
 DEBIAN = tuple(sorted({*PROGRAMS.values(), *LIBRARIES}))
 TORCH = "2.13.0"
-VENV = REPO / ".venv"
+EXTRAS = "this checkout with its test extras"
 CHECK_ONLY = sys.argv[1:2] == ["--check"]
 MISSING: list[str] = []  # what --check found missing, in the order it is installed
-
-# Exit 1 unless this checkout is installed editable (the tests import this tree) with the entry
-# points pyproject.toml declares, and every requirement it names, with the test and torch
-# extras, is satisfied. Run from "/", so that the checkout is not imported merely for being the
-# working directory.
-PROJECT_CHECK = r"""
-import importlib.metadata as md, sys
-from pathlib import Path
-try:
-    import tomllib
-except ImportError:
-    try:
-        import tomli as tomllib
-    except ImportError:
-        sys.exit(1)
-try:
-    from packaging.requirements import Requirement
-    import doctor
-except ImportError:
-    sys.exit(1)
-repo = Path(sys.argv[1])
-if Path(doctor.__file__).resolve().parent.parent != repo:
-    sys.exit(1)
-project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
-extras = project.get("optional-dependencies", {})
-for text in [*project["dependencies"], *extras.get("test", []), *extras.get("torch", [])]:
-    req = Requirement(text)
-    if req.marker and not req.marker.evaluate():
-        continue
-    try:
-        version = md.version(req.name)
-    except md.PackageNotFoundError:
-        sys.exit(1)
-    if not req.specifier.contains(version, prereleases=True):
-        sys.exit(1)
-# An editable install keeps the entry points of when it was made: a check plugin added since is
-# not found (its checks silently never run) until the checkout is installed again.
-for group, points in project.get("entry-points", {}).items():
-    installed = {e.name: e.value for e in md.entry_points(group=group)}
-    if any(installed.get(name) != value for name, value in points.items()):
-        sys.exit(1)
-"""
 
 
 def say(text: str) -> None:
     print(f"tests/run.py: {text}", file=sys.stderr, flush=True)
-
-
-def quiet(argv: list[str]) -> bool:
-    """Whether a command succeeds, run from / (its output is not shown)."""
-    return subprocess.run(argv, capture_output=True, cwd="/", check=False).returncode == 0
 
 
 def install(what: str, *commands: list[str]) -> None:
@@ -145,7 +101,7 @@ def externally_managed() -> bool:
 def prepare() -> str:
     """Install whatever is missing; the Python interpreter the tests run with."""
     use_venv = externally_managed()
-    wanted = DEBIAN + (("python3-venv",) if use_venv else ())
+    wanted = DEBIAN
     if not use_venv and not quiet([sys.executable, "-m", "pip", "--version"]):
         wanted += ("python3-pip",)
     debs = missing_debs(wanted)
@@ -165,11 +121,11 @@ def prepare() -> str:
     python = sys.executable
     if use_venv:
         python = str(VENV / "bin" / "python")
+        if not Path(python).exists() and CHECK_ONLY:  # nothing to ask a Python not there yet
+            MISSING.extend([f"the virtualenv {VENV}", f"torch {TORCH}", EXTRAS])
+            return python
         if not Path(python).exists():
-            install(f"the virtualenv {VENV}", [sys.executable, "-m", "venv", str(VENV)])
-            if CHECK_ONLY:  # nothing to ask a Python that is not there yet
-                MISSING.extend([f"torch {TORCH}", "this checkout with its test extras"])
-                return python
+            make_venv(VENV)  # as install.py makes it: pip without python3-venv where need be
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     has_torch = (
         "import importlib.metadata as md, sys\n"
@@ -177,13 +133,16 @@ def prepare() -> str:
     )
     if not quiet([python, "-c", has_torch]):
         install(f"torch {TORCH}", [*pip, f"torch=={TORCH}"])
-    if not quiet([python, "-c", PROJECT_CHECK, str(REPO)]):
-        install("this checkout with its test extras", [*pip, "-e", f"{REPO}[test,torch]"])
+    if not installed(python, ("test", "torch")):
+        install(EXTRAS, [*pip, "-e", f"{REPO}[test,torch]"])
     return python
 
 
 def main(argv: list[str]) -> None:
-    python = prepare()
+    try:
+        python = prepare()
+    except Failed as exc:
+        sys.exit(f"tests/run.py: {exc}")
     if MISSING:
         sys.exit("".join(f"tests/run.py: missing: {what}\n" for what in MISSING).rstrip("\n"))
     if argv[:1] in (["--prepare"], ["--check"]):

@@ -180,6 +180,8 @@ def doctor_version(cluster: ClusterFacts) -> Iterator[Finding]:
         for name, facts in cluster.nodes.items()
         if not isinstance(facts.peers, Missing) and isinstance(facts.peers.doctor_version, str)
     }
+    if not installed:
+        raise Skip("no node has cluster-doctor installed (the probe is always the controller's)")
     others = {name: v for name, v in installed.items() if v != __version__}
     for version, names in group_nodes(others).items():
         yield Finding(

@@ -14,7 +14,7 @@ from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import mpi_include
 from doctor.nodeset import compact, group_nodes
-from doctor.plugin import cluster_check, need, node_check
+from doctor.plugin import Skip, cluster_check, need, node_check
 
 
 @node_check(
@@ -29,6 +29,8 @@ def two_in_subnet(facts: NodeFacts) -> Iterator[Finding]:
     for a in net.ifaddrs:
         if a.family == 2 and a.scope == "global":
             by_net[str(a.network)].append(a)
+    if len({a.name for addrs in by_net.values() for a in addrs}) < 2:
+        raise Skip("fewer than two interfaces with a global IPv4 address: none can share a subnet")
     for subnet, addrs in by_net.items():
         names = sorted({a.name for a in addrs})
         if len(names) > 1:
@@ -57,6 +59,8 @@ def two_in_subnet(facts: NodeFacts) -> Iterator[Finding]:
 )
 def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
     plans = {n: f.nic for n, f in cluster.nodes.items() if isinstance(f.nic, NicPlan)}
+    if len(plans) < 2:
+        raise Skip("fewer than two nodes with their interfaces read: nothing to compare")
     advertised = {n: p.bootstrap.first.address for n, p in plans.items() if p.bootstrap.first}
     for addr, nodes in group_nodes(advertised).items():
         if len(nodes) > 1:

@@ -34,13 +34,23 @@ import time
 
 SIOCGIFADDR = 0x8915
 STARTED = time.monotonic()
+EVENTS = sys.stdout  # the controller's channel; main() moves it off fd 1
 
 
 def emit(ev, **fields):
     fields["ev"] = ev
     fields["t"] = round(time.monotonic() - STARTED, 6)
-    sys.stdout.write(json.dumps(fields, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    EVENTS.write(json.dumps(fields, sort_keys=True) + "\n")
+    EVENTS.flush()
+
+
+def events_apart():
+    """Keep the events on a copy of stdout and point fd 1 at stderr: NCCL writes its INFO lines
+    to fd 1 (NCCL_DEBUG_FILE unset), and the controller reads the logs from stderr, where they
+    would otherwise be missing (and the event channel strewn with them)."""
+    global EVENTS
+    EVENTS = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
 
 
 def first_line(exc):
@@ -416,6 +426,7 @@ def run_rank(spec, word):
 
 def main(argv):
     spec = json.loads(argv[-1])
+    events_apart()
     own_process_group()
     word = Word()
     threading.Thread(target=lifeline, args=(word,), name="lifeline", daemon=True).start()
@@ -429,6 +440,7 @@ def main(argv):
 
 if __name__ == "__main__":
     code = main(sys.argv)
+    EVENTS.flush()
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: a wedged Gloo/NCCL thread must not keep a finished rank alive.

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.mesh import SshMesh
-from doctor.facts.node import NodeFacts
 from doctor.facts.reach import Reachability
+from doctor.facts.stacks import StacksFacts
 from doctor.inventory import Node
 from doctor.model import Missing, NodeFailure
-from doctor.nic.choice import NicPlan
+from doctor.nodeset import is_address
+
+if TYPE_CHECKING:  # only named here: `doctor stacks` judges with no node's facts parsed
+    from doctor.facts.node import NodeFacts
 
 
 @dataclass(frozen=True)
@@ -35,11 +39,32 @@ class ClusterFacts:
     allreduce: AllreduceFacts | Missing = field(
         default_factory=lambda: Missing("allreduce not run")
     )
+    # A running job's ranks, where each one is (doctor stacks, doctor run's hang watch).
+    stacks: StacksFacts | Missing = field(
+        default_factory=lambda: Missing("no running job was looked at")
+    )
 
     @property
     def names(self) -> list[str]:
-        """Every node in inventory order, reachable or not."""
-        return list(self.nodes) + [n for n in self.failures if n not in self.nodes]
+        """Every node in inventory order, reachable or not (and those only looked at, not
+        probed: `doctor stacks`)."""
+        named = [*self.inventory, *self.nodes, *self.failures]
+        return list(dict.fromkeys(named))
+
+    @cached_property
+    def address_owners(self) -> dict[str, str]:
+        """Each address that one node alone holds -> that node: the address the inventory gives
+        and every global address of its interfaces. An address several nodes hold (docker0's
+        172.17.0.1, loopback) names none of them."""
+        held: dict[str, set[str]] = {}
+        for name, node in self.inventory.items():
+            held.setdefault(node.address or "", set()).add(name)
+        for name, facts in self.nodes.items():
+            if not isinstance(facts.net, Missing):
+                for a in facts.net.ifaddrs:
+                    if a.scope == "global":
+                        held.setdefault(a.address, set()).add(name)
+        return {a: next(iter(n)) for a, n in held.items() if len(n) == 1 and is_address(a)}
 
 
 def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
@@ -62,6 +87,8 @@ def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict
 def nccl_used(cluster: ClusterFacts) -> list[dict[str, Any]]:
     """Per node, what NCCL said it used (a given log, the allreduce's ranks' logs) beside what
     the doctor predicts: the report's "nccl" section; empty where NCCL said nothing."""
+    from doctor.nic.choice import NicPlan  # the probed nodes' plans: not `doctor stacks`
+
     rows = []
     for where, doc, node_of in nccl_logs(cluster):
         for use in doc["nodes"]:

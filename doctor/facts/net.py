@@ -164,7 +164,9 @@ def _default_routes(cap: Capture) -> tuple[str, ...]:
 def _resolved(cap: Capture) -> tuple[str | Missing, tuple[Resolved, ...] | Missing]:
     raw = cap.value("resolve:hostname")
     if isinstance(raw, Missing):
-        return raw, raw
+        # getaddrinfo failed (no /etc/hosts entry, no DNS): the name itself was still read.
+        hostname = cap.value("hostname")
+        return hostname if isinstance(hostname, str) else raw, raw
     addrs = tuple(
         Resolved(int(a["family"]), str(a["address"]), bool(a["bindable"]))
         for a in raw.get("addresses", [])

@@ -20,18 +20,22 @@ from typing import Any
 
 from doctor.connect import connect
 from doctor.errors import UsageError
+from doctor.facts.cluster import ClusterFacts
 from doctor.files import write_whole
 from doctor.inventory import Node, local_node
 from doctor.job.argv import PER_NODE, LaunchLine
 from doctor.job.explain import job_explanation
 from doctor.job.forward import forward
 from doctor.job.gate import Verdict, judge
+from doctor.job.settings import HangSettings
 from doctor.job.show import blocking, say, show_gate
 from doctor.job.spread import JobResult, Launch, run_job
-from doctor.model import Severity
+from doctor.job.watch import Watch, armed_env, armed_files, new_mark
+from doctor.model import Missing, Severity
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import subnets
 from doctor.pipeline import Watcher, run_connected
+from doctor.registry import load_checks
 from doctor.report import Report
 from doctor.request import Profile, Request, RunSettings, StageSettings, Targets
 from doctor.stages.pairs import Sampling
@@ -126,6 +130,15 @@ def _shared(verdict: Verdict, report: Report) -> dict[str, str]:
     return shared
 
 
+def _torch_versions(report: Report) -> list[str]:
+    found = []
+    for facts in report.cluster.nodes.values():
+        torch = None if isinstance(facts.frameworks, Missing) else facts.frameworks.torch
+        if torch is not None and isinstance(torch.package.version, str):
+            found.append(torch.package.version)
+    return found
+
+
 def launch(
     line: LaunchLine,
     nodes: list[Node],
@@ -133,12 +146,24 @@ def launch(
     verdict: Verdict,
     report: Report,
     settings: RunSettings,
+    hang: HangSettings,
     python: str | None,
     folder: Path,
 ) -> JobResult:
+    mark = new_mark()
+    armed = armed_env(mark, _torch_versions(report)) if hang.hang_after else {}
+    watch = None
+    if armed:
+        checks = tuple(s for s in load_checks(("hang", "cluster")) if s.id in ("hang", "reach.tcp"))
+        watch = Watch(nodes, transport, python, mark, folder, hang, checks)
+        say(
+            f"hang watch: after {hang.hang_after:g}s without output, every rank is looked at "
+            f"(--on-hang {hang.on_hang.value}); Flight Recorder armed"
+        )
+    report.sections["run"]["hang_after"] = hang.hang_after or None
     if line.spreads:
         env = _shared(verdict, report)
-        done = forward(line, env, folder)
+        done = forward(line, env | armed, folder)
         left = sorted({k for e in verdict.env.values() for k in e} - set(env))
         say(env_line(replace(verdict, env={n: env for n in verdict.env}), done.how))
         if left:
@@ -147,28 +172,42 @@ def launch(
             write_whole(path, text)
         say(f"running: {shlex.join(done.argv)}")
         report.sections["run"].update(ran=done.argv, passed=env, passed_by=done.how)
-        here = Launch(local_node(), done.argv, done.env)  # the launcher runs on this machine
-        return run_job(
+        # The launcher runs on this machine: the Flight Recorder files it can remove are here.
+        here = Launch(local_node(), done.argv, done.env, armed_files(mark) if armed else ())
+        result = run_job(
             [here],
             LocalLauncher(),
             sys.executable,
             folder,
             grace=settings.grace,
             timeout=settings.time_limit,
+            watch=watch,
+            hang_after=hang.hang_after,
         )
+        result.hangs = watch.verdicts if watch else []
+        return result
     master = report.cluster.master_addr or nodes[0].name
     port = line.master_port or 29500
     say(env_line(verdict, "in each node's environment"))
     say(f"running on {len(nodes)} node(s): {shlex.join(line.argv)}")
     remote = not isinstance(transport, LocalTransport)
-    return run_job(
-        _launches(line, nodes, verdict, master, port),
+    leaves = armed_files(mark) if armed else ()
+    launches = [
+        replace(one, env=one.env | armed, remove=leaves)
+        for one in _launches(line, nodes, verdict, master, port)
+    ]
+    result = run_job(
+        launches,
         launcher_for(transport),
         python or ("python3" if remote else sys.executable),
         folder,
         grace=settings.grace,
         timeout=settings.time_limit,
+        watch=watch,
+        hang_after=hang.hang_after,
     )
+    result.hangs = watch.verdicts if watch else []
+    return result
 
 
 def run_command(
@@ -176,6 +215,7 @@ def run_command(
     line: LaunchLine,
     request: Request,
     settings: RunSettings,
+    hang: HangSettings,
     threshold: Severity,
     watcher: Watcher,
 ) -> tuple[Report, Verdict, JobResult | None]:
@@ -197,14 +237,18 @@ def run_command(
             say(f"--force: launching past {blocking(verdict)}")
         folder = settings.logs or Path(tempfile.mkdtemp(prefix="doctor-run-"))
         result = launch(
-            line, nodes, transport, verdict, report, settings, request.targets.python, folder
+            line, nodes, transport, verdict, report, settings, hang, request.targets.python, folder
         )
-    report.sections["run"].update(job_section(result, verdict, folder))
+    report.sections["run"].update(job_section(result, verdict, folder, report.cluster))
     return report, verdict, result
 
 
-def job_section(result: JobResult, verdict: Verdict, folder: Path) -> dict[str, Any]:
-    explanation = job_explanation(result) if result.exit_code() else None
+def job_section(
+    result: JobResult, verdict: Verdict, folder: Path, cluster: ClusterFacts
+) -> dict[str, Any]:
+    # A job the hang watch ended did not fail by itself: its verdict is in "hangs".
+    explained = result.exit_code() and not (result.hung and not result.failed())
+    explanation = job_explanation(result, cluster.address_owners) if explained else None
     return {
         "launched": True,
         "env": verdict.env,
@@ -214,6 +258,8 @@ def job_section(result: JobResult, verdict: Verdict, folder: Path) -> dict[str, 
         "exit_code": result.exit_code(),
         "interrupted": result.interrupted,
         "timed_out": result.timed_out,
+        "hung": result.hung,
+        "hangs": result.hangs,
         "nodes": {r.name: {"exit_code": r.code, "error": r.error or None} for r in result.runs},
         "explanation": explanation,
     }

@@ -14,6 +14,7 @@ from doctor.explain.engine import findings
 from doctor.explain.scan import explain
 from doctor.job.spread import JobResult, NodeRun
 from doctor.jsonable import jsonable
+from doctor.nodeset import name_peers
 
 # A Python traceback's head, and its last line: the exception's name and message. Launcher
 # prefixes ([rank1]:, [node2]) are allowed in front of both.
@@ -42,15 +43,19 @@ def raised(run: NodeRun) -> str | None:
     return None
 
 
-def job_explanation(result: JobResult) -> dict[str, Any]:
-    """The failed nodes (first failure first) and the known failures in their output."""
+def job_explanation(result: JobResult, owners: dict[str, str]) -> dict[str, Any]:
+    """The failed nodes (first failure first) and the known failures in their output, a peer
+    named by address named by node too where one node holds it (``owners``: the gate's)."""
     failed = result.failed() or [r for r in result.runs if r.code]
     by_code: dict[str, dict[str, Any]] = {}
     for run in result.runs:
         if not run.log.is_file():
             continue
         for finding in findings(explain([str(run.log)])):
-            entry = by_code.setdefault(finding.code, {**jsonable(finding), "nodes": []})
+            summary = name_peers(finding.summary, owners, (run.name,))
+            entry = by_code.setdefault(
+                finding.code, {**jsonable(finding), "summary": summary, "nodes": []}
+            )
             entry["nodes"].append(run.name)
     order = {r.name: i for i, r in enumerate(failed)}
     known = sorted(

@@ -7,12 +7,14 @@ node's child subreaper, so a process that leaves the command's session (torchrun
 worker in a new session) is still found among the keeper's descendants. What is left on stdin is
 the lifeline: at its EOF (the controller stops the job, was interrupted, or its connection died),
 or at SIGTERM/SIGHUP/SIGINT, every descendant gets SIGTERM, then SIGKILL after ``grace`` seconds.
-When the command ends by itself, whatever it left running is ended the same way. The keeper's
-exit code is the command's (128 + N for a signal N).
+When the command ends by itself, whatever it left running is ended the same way; then the files
+the doctor had it make (``remove``: glob patterns) are removed. The keeper's exit code is the
+command's (128 + N for a signal N).
 """
 
 import contextlib
 import ctypes
+import glob
 import json
 import os
 import signal
@@ -119,6 +121,11 @@ def main(spec):
         end_all(child, grace)
     elif descendants(os.getpid()):
         end_all(child, min(grace, 2.0))  # what the command left running when it ended
+    # Files the doctor had the job make (Flight Recorder's pipes and dumps): gone with it.
+    for pattern in spec.get("remove") or ():
+        for path in glob.glob(pattern):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     code = child.returncode
     return 128 - code if code < 0 else code
 

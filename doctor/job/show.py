@@ -87,6 +87,8 @@ def show_job(
     else:
         if result.timed_out:
             say("time limit reached: ended the job on every node")
+        if result.hung:
+            say("hung (--on-hang stop): ended the job on every node")
         show_failure(section)
         say(f"logs in {folder}")
     emit(report, output, text=False)  # --json and the other files, redacted as asked

@@ -2,7 +2,9 @@
 with node prefixes and kept whole per node, every node ended together.
 
 A node whose command ends with an error (or cannot be started) ends the others after ``grace``
-seconds; Ctrl-C and the user's deadline end them at once. Ending a node closes its keeper's
+seconds; Ctrl-C and the user's deadline end them at once. With a ``watch``, a job that printed
+nothing for ``hang_after`` seconds is looked at (doctor/job/watch.py): moving, it goes on; hung,
+it is reported once (until it prints again) or ended. Ending a node closes its keeper's
 lifeline, so the keeper ends its command's processes (SIGTERM, SIGKILL after its own grace);
 a keeper that still does not end is killed through the launcher. The exit code is the worst
 node's.
@@ -16,11 +18,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from doctor.errors import EXIT_INTERRUPTED
 from doctor.inventory import Node
@@ -39,6 +41,7 @@ class Launch:
     node: Node
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()  # files the doctor has the job make, removed after it (globs)
 
 
 @dataclass
@@ -62,15 +65,17 @@ class JobResult:
     seconds: float
     interrupted: bool = False
     timed_out: bool = False
+    hung: bool = False  # ended by the doctor's hang watch (--on-hang stop)
+    hangs: list[dict[str, Any]] = field(default_factory=list)  # the watch's verdicts
     stopped: list[str] = field(default_factory=list)  # nodes ended by the doctor
 
     def exit_code(self) -> int:
         """The worst code of the nodes that failed by themselves; 130 after Ctrl-C, 124 past
-        the time limit (as timeout(1))."""
+        the time limit (as timeout(1)) or when ended as hung."""
         if self.interrupted:
             return EXIT_INTERRUPTED
         worst = max((r.code or 0 for r in self.failed()), default=0)
-        return worst or (TIMED_OUT if self.timed_out else 0)
+        return worst or (TIMED_OUT if self.timed_out or self.hung else 0)
 
     def failed(self) -> list[NodeRun]:
         """The nodes whose command failed by itself, in the order they ended."""
@@ -88,6 +93,7 @@ class Output:
     def __init__(self, prefixed: bool) -> None:
         self.prefixed = prefixed
         self.lock = threading.Lock()
+        self.last = time.monotonic()  # when the job last printed anything, on any node
 
     def relay(self, name: str, chunks: Iterator[bytes], to: BinaryIO, log: BinaryIO) -> None:
         head = f"[{name}] ".encode() if self.prefixed else b""
@@ -102,6 +108,7 @@ class Output:
 
     def _write(self, to: BinaryIO, log: BinaryIO, lines: list[bytes], raw: bytes) -> None:
         with self.lock:
+            self.last = time.monotonic()
             log.write(raw)
             log.flush()
             if lines:
@@ -139,6 +146,7 @@ def _start(
         "env": run.launch.env,
         "cwd": os.getcwd(),
         "grace": KEEPER_GRACE,
+        "remove": list(run.launch.remove),
     }
     started = launcher.start(
         run.launch.node, [python, *boot_args("doctor-job", source, spec)], source
@@ -162,8 +170,11 @@ def run_job(
     *,
     grace: float = 10.0,
     timeout: float | None = None,
+    watch: Callable[[float], str] | None = None,
+    hang_after: float | None = None,
 ) -> JobResult:
-    """Start every node's command at once and wait for all of them (see the module's rules)."""
+    """Start every node's command at once and wait for all of them (see the module's rules).
+    ``watch(quiet_seconds)`` says "moving", "report" or "stop"."""
     folder.mkdir(parents=True, exist_ok=True)
     output = Output(prefixed=len(launches) > 1)
     runs = [NodeRun(launch, folder / f"{launch.node.name}.log") for launch in launches]
@@ -174,12 +185,24 @@ def run_job(
         threading.Thread(target=_start, args=(run, launcher, python, output, halt), daemon=True)
         for run in runs
     ]
+    quiet_since, reported = began, False
     try:
         for thread in threads:
             thread.start()
         while not all(run.done.is_set() for run in runs):
             time.sleep(POLL)
             now = time.monotonic()
+            if output.last > quiet_since:
+                quiet_since, reported = output.last, False
+            if watch and hang_after and not reported and now - quiet_since >= hang_after:
+                said = watch(now - quiet_since)
+                if said == "stop":
+                    result.hung = True
+                    break
+                # Moving: another quiet spell before the next look. Hung: not again until the
+                # job prints something.
+                quiet_since, reported = time.monotonic(), said == "report"
+                continue
             first_bad = min(
                 (r.ended for r in runs if r.ended is not None and r.done.is_set() and r.code),
                 default=None,

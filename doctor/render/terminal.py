@@ -13,6 +13,7 @@ from doctor.nodeset import compact, group_nodes
 from doctor.render.allreduce import render_allreduce
 from doctor.render.checklist import CheckRow, SkipGroup, fold_checks
 from doctor.render.matrix import render_matrix
+from doctor.render.stacks import render_stacks
 from doctor.report import Report
 
 _STATUS_STYLE = {
@@ -144,8 +145,11 @@ def render_text(report: Report, console: Console, detail: Detail = "normal") -> 
 
 
 def _stage_sections(report: Report, console: Console) -> None:
-    """The cross-node stages' tables: SSH mesh, TCP reachability, the allreduce runs."""
+    """The cross-node stages' tables: where a job's ranks are, SSH mesh, TCP reachability, the
+    allreduce runs."""
     sections = report.sections
+    if "stacks" in sections:
+        render_stacks(sections["stacks"], console)
     if "ssh_mesh" in sections:
         render_matrix("SSH mesh (rows: from, columns: to)", sections["ssh_mesh"], console)
     if "reachability" in sections:

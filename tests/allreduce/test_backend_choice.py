@@ -55,3 +55,21 @@ def test_one_node_without_a_usable_gpu_keeps_the_cluster_on_gloo() -> None:
 def test_nvidia_nodes_still_use_nccl() -> None:
     a, b = fk.node("h100-1", pci=[fk.gpu()]), fk.node("h100-2", pci=[fk.gpu()])
     assert _backend(a, b)[0] == "nccl"
+
+
+def test_one_local_gpu_runs_one_nccl_rank_not_two_on_the_same_gpu() -> None:
+    """The real capture of a one-GPU H200 node: `doctor allreduce --local` (2 ranks by default)
+    gave NCCL "invalid usage" there, its two ranks on one GPU of one host. Gloo still doubles."""
+    import json
+    from pathlib import Path
+
+    from doctor.capture import Capture
+    from doctor.facts.node import parse_node
+
+    raw = json.loads((Path(__file__).parents[1] / "fixtures/gpu/h200/probe.json").read_text())
+    facts = parse_node("vm", Capture(raw))
+    local = Node("vm")  # no address: this machine
+    job = job_for(AllreduceSettings(ranks=2), [local], {"vm": facts}, "python3")
+    assert (job.backend, len(job.nodes), job.gpus) == ("nccl", 1, {"vm": 1})
+    gloo = job_for(AllreduceSettings(ranks=2, backend="gloo"), [local], {"vm": facts}, "python3")
+    assert len(gloo.nodes) == 2

@@ -46,18 +46,21 @@ def test_same_version_twice_is_not_several() -> None:
     assert run(nccl_libraries, facts).status is Status.PASS
 
 
-def test_no_nccl_on_a_gpu_node_fails_but_a_cpu_node_passes() -> None:
+def test_no_nccl_on_a_gpu_node_fails_but_a_cpu_node_skips() -> None:
     no_libs = fk.nccl(torch=None)
     assert [
         f.code for f in run(nccl_libraries, fk.node(pci=[fk.gpu()], nccl=no_libs)).findings
     ] == ["nccl.none"]
-    assert run(nccl_libraries, fk.node(pci=[fk.nic()], nccl=no_libs)).status is Status.PASS
+    cpu = run(nccl_libraries, fk.node(pci=[fk.nic()], nccl=no_libs))
+    assert (cpu.status, cpu.reason) == (Status.SKIP, "no libnccl, and no NVIDIA GPU that needs one")
 
 
 def test_cuda_torch_with_nccl_linked_in_is_not_none() -> None:
     linked = fk.nccl(torch=Missing("torch (CUDA 11.7) has no separate libnccl", "absent"))
     facts = fk.node(pci=[fk.gpu()], nccl=linked, frameworks=fk.torch("1.13.1+cu117", "11.7"))
-    assert run(nccl_libraries, facts).status is Status.PASS
+    outcome = run(nccl_libraries, facts)
+    assert (outcome.status, outcome.findings) == (Status.SKIP, ())
+    assert outcome.reason == "no separate libnccl: torch's NCCL is linked into libtorch_cuda.so"
 
 
 def test_gpu_node_without_torch_or_nccl_fails() -> None:

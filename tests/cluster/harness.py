@@ -8,6 +8,7 @@ Usage (root)::
         c.break_ssh_one_way("node2", "node3")      # node3 no longer trusts node2's key
         c.stop_sshd("node2")                       # connection refused
         c.blackhole("node3")                       # every TCP connect to node3 times out
+        c.unblackhole("node3")                     # and again reachable
 
 Other builders (testbed.md's scenarios): ``blackhole_between(a, b)`` (only a -> b times out),
 ``exec_prefix()`` (reach nodes as ``kubectl exec`` does, no sshd),
@@ -366,6 +367,12 @@ class Cluster:
         node = self.node(name)
         for half in ("0/25", "128/25"):  # more specific than the connected /24
             node.ns.ip("route", "add", "blackhole", f"{self.subnet}.{half}")
+
+    def unblackhole(self, name: str) -> None:
+        """Undo ``blackhole``: the node answers again (a test then checks what recovered)."""
+        node = self.node(name)
+        for half in ("0/25", "128/25"):
+            node.ns.ip("route", "del", "blackhole", f"{self.subnet}.{half}")
 
     def blackhole_between(self, src: str, dst: str) -> None:
         """``dst`` drops its replies to ``src`` only: ``src`` -> ``dst`` connects time out."""

@@ -4,7 +4,7 @@ import hostlist
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doctor.nodeset import compact, split_by_value
+from doctor.nodeset import compact, name_peers, split_by_value
 
 
 def test_compact_keeps_padding_and_ranges() -> None:
@@ -35,3 +35,24 @@ def test_split_majority_and_baseline() -> None:
     against = split_by_value(values, baseline="2.18.1")
     assert against and against.others == {"2.21.5": ("n1", "n2")}
     assert split_by_value({"a": 1}, baseline=2) is not None
+
+
+def test_a_peer_address_is_named_by_its_node_once() -> None:
+    owners = {"198.18.0.2": "node2", "fd00::3": "node3", "198.18.0.1": "node1"}
+
+    def named(text: str) -> str:
+        return name_peers(text, owners, own=("node1",))
+
+    assert (
+        named("a Gloo peer went away (198.18.0.2)") == "a Gloo peer went away (node2, 198.18.0.2)"
+    )
+    assert named("connect to 198.18.0.2<45678>: refused") == (
+        "connect to node2 (198.18.0.2<45678>): refused"
+    )
+    assert named("from [fd00::3]:99 and 198.18.0.2:41850.") == (
+        "from node3 ([fd00::3]:99) and node2 (198.18.0.2:41850)."
+    )
+    # Not a longer address, not an interface's own listing, not the finding's own node, and not
+    # a node the text names already.
+    for same in ("198.18.0.23", "eth0:198.18.0.2", "198.18.0.1 here", "node2 at 198.18.0.2"):
+        assert named(same) == same

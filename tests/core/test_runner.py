@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
+from doctor.inventory import Node
 from doctor.model import Finding, Missing, Severity, Status
 from doctor.plugin import cluster_check, need, node_check
 from doctor.report import merge_findings
@@ -85,3 +86,24 @@ def test_different_summaries_stay_separate() -> None:
         findings=(dataclasses.replace(outcomes[1].findings[0], summary="other"),),
     )
     assert len(merge_findings([outcomes[0], changed])) == 2
+
+
+@node_check("t.peer", "names a peer by address", codes={"t.peer": "a peer"})
+def names_a_peer(facts: NodeFacts) -> Iterator[Finding]:
+    # node1's own address stays as it is; node2's is named; docker0's, held by both, names none.
+    yield Finding("t.peer", Severity.WARN, "from 192.0.2.2 to 198.18.0.2 (172.17.0.1)")
+
+
+def test_a_peer_named_by_address_is_named_by_node() -> None:
+    one, two = real("debian12-bare", "node1"), real("debian12-bare", "node2")
+    c = dataclasses.replace(
+        cluster(one, two),
+        inventory={"node1": Node("node1", "192.0.2.2"), "node2": Node("node2", "198.18.0.2")},
+    )
+    # Both captures hold 192.0.2.2 on eth0: held by two nodes, it is nobody's.
+    assert c.address_owners == {"198.18.0.2": "node2"}
+    summaries = {o.node: o.findings[0].summary for o in run_checks([names_a_peer], c)}
+    assert summaries == {
+        "node1": "from 192.0.2.2 to node2 (198.18.0.2) (172.17.0.1)",
+        "node2": "from 192.0.2.2 to 198.18.0.2 (172.17.0.1)",
+    }

@@ -8,7 +8,6 @@ own, each test undoing nothing it needs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import subprocess
@@ -20,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.harness import Cluster, make_cluster
-from tests.cluster.netns import sh
+from tests.cluster.jobs import left_behind as job_left
+from tests.cluster.jobs import settle as settle_job
 
 pytestmark = pytest.mark.cluster
 
@@ -57,27 +57,12 @@ def run(argv: list[str], timeout: float = 240) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 
 
-def left_behind(c: Cluster) -> dict[str, list[str]]:
-    """The job's processes still on each node (zombies count as gone)."""
-    left: dict[str, list[str]] = {}
-    for node in c.nodes:
-        for pid in sh("ip", "netns", "pids", node.ns.name, check=False).stdout.split():
-            with contextlib.suppress(OSError):
-                stat = Path(f"/proc/{pid}/stat").read_text()
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                if stat.rsplit(")", 1)[1].split()[0] != "Z" and any(
-                    m.encode() in cmdline for m in MARKS
-                ):
-                    left.setdefault(node.name, []).append(cmdline.decode()[:120])
-    return left
-
-
 def settle(c: Cluster, seconds: float = 10) -> dict[str, list[str]]:
-    """What is still running once SSH sessions have had time to close."""
-    end = time.monotonic() + seconds
-    while (left := left_behind(c)) and time.monotonic() < end:
-        time.sleep(0.3)
-    return left
+    return settle_job(c, MARKS, seconds)
+
+
+def left_behind(c: Cluster) -> dict[str, list[str]]:
+    return job_left(c, MARKS)
 
 
 def launch_directly(c: Cluster, node: str, rank: int) -> subprocess.Popen[str]:

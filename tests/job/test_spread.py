@@ -53,8 +53,25 @@ def test_a_failing_node_ends_the_others_after_the_grace(tmp_path: Path) -> None:
     assert time.monotonic() - began < 40  # the sleeps are 60 s: ended, not waited for
     assert result.exit_code() == 3  # the failed node's, not the one the doctor ended
     assert result.stopped == ["slow"] and [r.name for r in result.failed()] == ["bad"]
-    explained = job_explanation(result)
+    explained = job_explanation(result, {})
     assert explained["failed"][0]["node"] == "bad"
+
+
+def test_a_peer_named_by_address_is_named_by_node(tmp_path: Path) -> None:
+    # Gloo's own line (from a real log), the peer at an address the gate knows node2 holds.
+    line = (
+        "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "pair.cc:553] Connection closed by peer [198.18.0.2]:16608. This is typically caused "
+        "by a remote worker crashing."
+    )
+    launches = [Launch(node("node1"), ["sh", "-c", f"echo '{line}' >&2; exit 1"])]
+    result = run_job(launches, LocalLauncher(), sys.executable, tmp_path)
+    [lost] = [
+        f for f in job_explanation(result, {"198.18.0.2": "node2"})["findings"]
+        if f["code"] == "gloo.peer_lost"
+    ]  # fmt: skip
+    assert lost["summary"].startswith("a Gloo peer went away (node2, 198.18.0.2)")
+    assert lost["nodes"] == ["node1"]
 
 
 def test_a_command_that_cannot_start_is_named(tmp_path: Path) -> None:
@@ -83,3 +100,35 @@ def test_the_time_limit_ends_everything_including_what_left_the_session(tmp_path
     while alive(escaped) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(escaped), "the keeper must end a process that left the command's session"
+
+
+def test_the_files_the_doctor_had_the_job_make_go_with_it(tmp_path: Path) -> None:
+    """What Flight Recorder's arming makes (a pipe, a dump) is removed when the job ends; the
+    job's own files stay."""
+    made = tmp_path / "made"
+    made.mkdir()
+    argv = [
+        "sh",
+        "-c",
+        f"mkfifo {made}/doctor-pipe-0.pipe; echo x > {made}/doctor-fr-0; echo y > {made}/own",
+    ]
+    launch = Launch(node("a"), argv, remove=(f"{made}/doctor-*",))
+    assert run_job([launch], LocalLauncher(), sys.executable, tmp_path).exit_code() == 0
+    assert sorted(p.name for p in made.iterdir()) == ["own"]
+
+
+def test_a_quiet_job_is_looked_at_and_a_moving_one_left_to_run(tmp_path: Path) -> None:
+    """The watch is called after hang_after seconds without output, not before, and again only
+    after another quiet spell; 'stop' ends the job as hung (exit 124)."""
+    said: list[float] = []
+
+    def watch(quiet: float) -> str:
+        said.append(quiet)
+        return "moving" if len(said) == 1 else "stop"
+
+    launch = Launch(node("a"), ["sh", "-c", "echo started; sleep 60"])
+    began = time.monotonic()
+    result = run_job([launch], LocalLauncher(), sys.executable, tmp_path, watch=watch, hang_after=1)
+    assert time.monotonic() - began < 20
+    assert len(said) == 2 and all(q >= 1 for q in said)
+    assert result.hung and result.exit_code() == 124 and result.stopped == ["a"]
