@@ -1,39 +1,39 @@
-"""Throughput and memory of `doctor explain` on one core, beside the floors of reading the file.
+"""`doctor explain` beside a user's grep, on the same 200 MB logs, in one run.
 
-Run: ``python -m bench.explain_bench [--megabytes 200] [--runs 5]`` from the repository root.
-Two logs of that size are written to a temp folder:
+Run: ``python -m bench.explain_bench [--megabytes 200] [--runs 7]`` from the repository root.
+The logs are written to a temp folder:
 
 - mixed: every log fixture (tests/fixtures/logs: the real captures and the format fixtures), each
   followed by nine times as many ordinary lines as it has: the progress, metric and checkpoint
   lines a training job prints between failures (made up here in the shape of common trainers'
-  output; none holds a keyword). About one line in forty holds a keyword.
-- dense: the fixtures alone, repeated: the worst case, where one line in four holds a keyword
-  and goes through the Python side of the scan.
+  output). The unit is repeated to the size, so its lines come back over and over.
+- dense: real failure text where half the lines are NCCL INFO lines: every fixture once, then
+  the NCCL INFO fixtures (tests/fixtures/logs/nccl and the NCCL captures) again until their INFO
+  lines are as many as all others; repeated to the size.
+- unique: the mixed log with every line behind its own RFC 3339 timestamp, as `kubectl logs
+  --timestamps` prints it: no line comes back, so nothing read is skipped as read before (the
+  cost where a log does not repeat itself; no target).
 
-Each command runs ``--runs`` times per log as a child pinned to CPU 0 (``taskset -c 0``, so
-the parallel path is off: one core does everything); its wall time, CPU time (user + system)
-and peak resident memory (the child's own, from wait4) are recorded and the medians kept:
-
-- ``doctor explain --format json`` (the whole command: start-up, scan, report);
-- ``keyword pass``: Python reading the same blocks and running only the keyword search
-  (iter_blocks + KeywordIndex.lines), the part of the scan that is not per-line Python work;
-- ``python for line in f`` (binary): the simplest Python loop over the file's lines;
-- ``grep -c -E`` over the same keywords (LC_ALL=C);
-- the first two on an empty log: their fixed cost (start-up, imports, the report), so that the
-  per-line Python cost (``python_us_per_keyword_line``) is the scan's CPU beyond the keyword
-  pass, each less its fixed cost, over the lines holding a keyword.
-
-The result goes to bench/explain_bench.json; the README's explain rows are taken from it.
+For each log the commands run one after the other, ``--runs`` times, alternating, so that both
+see the same machine: a user's grep over the failure words (``grep -a -n -i -E 'error|warn|...'``;
+``-a`` because one real capture holds NUL bytes, after which grep prints only "binary file
+matches") writing its matches to a file, and ``doctor explain --format json``, the whole
+command (start-up, scan, report) writing its report to a file; unpinned, as a user runs them
+(grep uses one CPU, the doctor all it may). Wall and CPU time (user + system, from wait4) and peak
+resident memory are kept, medians and ratios go to bench/explain_bench.json, and the README's
+explain rows are taken from it. ``--before PATH`` times another checkout's doctor (its PYTHONPATH,
+e.g. ``git archive <commit> doctor checks`` unpacked and compiled) beside the same grep and this
+one, in the same rounds: how the figures before a change are taken.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import platform
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -41,25 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.installed import compile_bytecode
-from doctor.explain.engine import Scanner
+from bench.installed import ROOT, compile_bytecode
 from tests.explain.fixtures import LOGS, body
 
 PY = sys.executable
-KEYWORD_PASS = """
-import sys
-from doctor.explain.engine import Scanner
-from doctor.explain.source import MAX_LINE, iter_blocks
-index = Scanner()._index
-with open(sys.argv[1], "rb") as f:
-    print(sum(1 for block in iter_blocks(f) for _ in index.lines(block, MAX_LINE)))
-"""
-LINE_LOOP = """
-import sys
-with open(sys.argv[1], "rb") as f:
-    for line in f:
-        pass
-"""
+GREP = "error|warn|fail|timed? ?out|refused|unreachable|abort|denied|exception|traceback|killed"
+NCCL_INFO = b"NCCL INFO"
 
 
 def ordinary(rng: random.Random, i: int) -> bytes:
@@ -81,128 +68,155 @@ def ordinary(rng: random.Random, i: int) -> bytes:
     return shapes[i % len(shapes)].encode()
 
 
-def unit(ordinary_per_line: int) -> bytes:
-    """One pass over every log fixture, each followed by its share of ordinary lines."""
+def fixture_lines() -> list[list[bytes]]:
+    return [[x for x in body(p).split(b"\n") if x] for p in sorted(LOGS.glob("*/*.log"))]
+
+
+def mixed_unit() -> list[bytes]:
+    """Every log fixture, each followed by nine times as many ordinary lines as it has."""
     rng = random.Random(0)
     out: list[bytes] = []
-    for path in sorted(LOGS.glob("*/*.log")):
-        lines = [line for line in body(path).split(b"\n") if line]
+    for lines in fixture_lines():
         out += lines
-        out += [ordinary(rng, len(out) + k) for k in range(ordinary_per_line * len(lines))]
-    return b"\n".join(out) + b"\n"
+        out += [ordinary(rng, len(out) + k) for k in range(9 * len(lines))]
+    return out
 
 
-def write_log(path: Path, chunk: bytes, megabytes: int) -> int:
-    repeats = max(1, (megabytes << 20) // len(chunk))
+def dense_unit() -> list[bytes]:
+    """Every fixture once, then the NCCL INFO ones again until half the lines are NCCL INFO."""
+    fixtures = fixture_lines()
+    out = [x for lines in fixtures for x in lines]
+    nccl = [lines for lines in fixtures if sum(NCCL_INFO in x for x in lines) * 2 > len(lines)]
+    info = sum(NCCL_INFO in x for x in out)
+    while info * 2 < len(out):
+        for lines in nccl:
+            out += lines
+            info += sum(NCCL_INFO in x for x in lines)
+    return out
+
+
+def write_repeated(path: Path, unit: list[bytes], megabytes: int) -> int:
+    chunk = b"\n".join(unit) + b"\n"
     with path.open("wb") as out:
-        for _ in range(repeats):
+        for _ in range(max(1, (megabytes << 20) // len(chunk))):
             out.write(chunk)
-    return len(chunk) * repeats
+    return path.stat().st_size
 
 
-def timed(argv: list[str]) -> tuple[float, float, float, bytes]:
-    """Wall seconds, CPU seconds and peak RSS (MB) of one child, and its stdout."""
+def write_stamped(path: Path, unit: list[bytes], megabytes: int) -> int:
+    """The unit over and over, each line behind its own timestamp (a microsecond apart)."""
+    start = dt.datetime(2024, 11, 20, 10, tzinfo=dt.timezone.utc).timestamp()
+    n, written = 0, 0
+    with path.open("wb") as out:
+        while written < megabytes << 20:
+            lines = []
+            for line in unit:
+                stamp = dt.datetime.fromtimestamp(start + n * 1e-6, dt.timezone.utc)
+                lines.append(stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ ").encode() + line)
+                n += 1
+            chunk = b"\n".join(lines) + b"\n"
+            out.write(chunk)
+            written += len(chunk)
+    return path.stat().st_size
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak RSS (MB) of one child writing to a file, run in
+    ``cwd`` (not this checkout: `python -m` would import the doctor there, and its
+    pyproject.toml is a config file the doctor reads)."""
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, env={**os.environ, "LC_ALL": "C"})
+        proc = subprocess.Popen(argv, stdout=out, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode not in (0, 1):  # explain exits 1 on findings, grep on no match
-            raise SystemExit(f"{argv[:4]} exited {proc.returncode}")
-        out.seek(0)
-        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read()
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):  # grep: 1 when nothing matches
+            raise SystemExit(f"{argv[:4]} exited {code}")
+        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def measure(name: str, argv: list[str], size: int, runs: int) -> tuple[dict[str, float], bytes]:
-    samples = [timed(["taskset", "-c", "0", *argv]) for _ in range(runs)]
-    wall = statistics.median(s[0] for s in samples)
-    cpu = statistics.median(s[1] for s in samples)
-    print(f"  {name:22s} {wall:7.2f} s wall {cpu:7.2f} s CPU", file=sys.stderr)
+def summary(samples: list[tuple[float, float, float]]) -> dict[str, float]:
     return {
-        "wall_s_median": round(wall, 3),
+        "wall_s_median": round(statistics.median(s[0] for s in samples), 3),
         "wall_s_min": round(min(s[0] for s in samples), 3),
         "wall_s_max": round(max(s[0] for s in samples), 3),
-        "cpu_s_median": round(cpu, 3),
-        "mb_per_s_wall": round(size / 1e6 / wall, 1),
-        "mb_per_s_cpu": round(size / 1e6 / cpu, 1),
+        "cpu_s_median": round(statistics.median(s[1] for s in samples), 3),
         "peak_rss_mb": round(max(s[2] for s in samples), 1),
-    }, samples[-1][3]
-
-
-def grep_pattern(keywords: tuple[bytes, ...]) -> str:
-    """The keywords as one POSIX ERE alternation."""
-    return "|".join(re.sub(r"([][\\.^$*+?(){}|])", r"\\\1", k.decode()) for k in keywords)
-
-
-def explain_argv(path: Path) -> list[str]:
-    return [PY, "-m", "doctor", "explain", "--format", "json", str(path)]
-
-
-def bench_log(path: Path, size: int, runs: int, empty: Path) -> dict[str, object]:
-    keywords = Scanner()._index.keywords
-    explain, report = measure("doctor explain", explain_argv(path), size, runs)
-    keyword_pass, held = measure("keyword pass", [PY, "-c", KEYWORD_PASS, str(path)], size, runs)
-    # What both cost on an empty log (start-up, imports, the report): not per line.
-    explain_fixed, _ = measure("doctor explain, empty", explain_argv(empty), size, runs)
-    keyword_fixed, _ = measure(
-        "keyword pass, empty", [PY, "-c", KEYWORD_PASS, str(empty)], size, runs
-    )
-    loop, _ = measure("python for line in f", [PY, "-c", LINE_LOOP, str(path)], size, runs)
-    grep, counted = measure(
-        "grep -c -E", ["grep", "-c", "-E", grep_pattern(keywords), str(path)], size, runs
-    )
-    doc = json.loads(report)
-    lines = doc["context"]["lines"]
-    keyword_lines = int(held)
-    # Per-line Python work: the scan's CPU beyond the keyword pass (each less its fixed cost),
-    # over the lines it reads.
-    scan = explain["cpu_s_median"] - explain_fixed["cpu_s_median"]
-    search = keyword_pass["cpu_s_median"] - keyword_fixed["cpu_s_median"]
-    per_line = (scan - search) / max(1, keyword_lines)
-    return {
-        "bytes": size,
-        "lines": lines,
-        "lines_holding_a_keyword": keyword_lines,
-        "grep_matching_lines": int(counted),
-        "findings": [f["code"] for f in doc["findings"]],
-        "doctor_explain": explain,
-        "keyword_pass": keyword_pass,
-        "python_for_line_in_f": loop,
-        "grep_c_E": grep,
-        "explain_vs_line_loop_wall": round(explain["wall_s_median"] / loop["wall_s_median"], 1),
-        "explain_vs_grep_wall": round(explain["wall_s_median"] / grep["wall_s_median"], 1),
-        "doctor_explain_fixed_cpu_s": explain_fixed["cpu_s_median"],
-        "keyword_pass_fixed_cpu_s": keyword_fixed["cpu_s_median"],
-        "python_us_per_keyword_line": round(per_line * 1e6, 2),
     }
+
+
+def side_by_side(path: Path, runs: int, doctors: dict[str, Path]) -> dict[str, object]:
+    """grep and each checkout's ``doctor explain`` in turn, ``runs`` rounds."""
+    commands = {"grep": (["grep", "-a", "-n", "-i", "-E", GREP, str(path)], {})}
+    for name, checkout in doctors.items():
+        argv = [PY, "-m", "doctor", "explain", "--format", "json", str(path)]
+        commands[name] = (argv, {"PYTHONPATH": str(checkout)})
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (argv, env) in commands.items():
+            samples[name].append(timed(argv, {**os.environ, "LC_ALL": "C", **env}, path.parent))
+    doc: dict[str, object] = {"bytes": path.stat().st_size, "lines": _lines(path)}
+    grep = summary(samples["grep"])
+    doc["grep"] = grep
+    for name in doctors:
+        mine = summary(samples[name])
+        ratio = round(mine["wall_s_median"] / grep["wall_s_median"], 2)
+        print(
+            f"  grep {grep['wall_s_median']:.3f} s, {name} {mine['wall_s_median']:.3f} s: {ratio}x"
+        )
+        doc[name] = {
+            **mine,
+            "vs_grep_wall": ratio,
+            "vs_grep_cpu": round(mine["cpu_s_median"] / grep["cpu_s_median"], 2),
+        }
+    return doc
+
+
+def _lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 24), b""))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--megabytes", type=int, default=200)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--doctor", type=Path, default=ROOT, help="the checkout to time")
+    parser.add_argument(
+        "--before", type=Path, help="another checkout (its doctor/ compiled) timed beside it"
+    )
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))
     args = parser.parse_args()
     compile_bytecode()
     results: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="explain-bench-") as tmp:
-        empty = Path(tmp) / "empty.log"
-        empty.write_bytes(b"")
-        for name, ordinary_per_line in (("mixed", 9), ("dense", 0)):
+        logs = {
+            "mixed": lambda p: write_repeated(p, mixed_unit(), args.megabytes),
+            "dense": lambda p: write_repeated(p, dense_unit(), args.megabytes),
+            "unique": lambda p: write_stamped(p, mixed_unit(), args.megabytes),
+        }
+        for name, write in logs.items():
             path = Path(tmp) / f"{name}.log"
-            size = write_log(path, unit(ordinary_per_line), args.megabytes)
+            size = write(path)
             print(f"{name}: {size / 1e6:.0f} MB", file=sys.stderr)
-            results[name] = bench_log(path, size, args.runs, empty)
+            doctors = {"doctor_explain": args.doctor.resolve()}
+            if args.before is not None:
+                doctors["doctor_explain_before"] = args.before.resolve()
+            results[name] = side_by_side(path, args.runs, doctors)
             path.unlink()
     results["machine"] = {
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
-        "pinned_to": "CPU 0 (taskset -c 0)",
         "runs": args.runs,
+        "doctor": str(args.doctor.resolve()),
+        "before": str(args.before.resolve()) if args.before else None,
+        "grep": subprocess.run(
+            ["grep", "--version"], capture_output=True, text=True
+        ).stdout.splitlines()[0],
         "load_average_after": [round(x, 1) for x in os.getloadavg()],
-        "note": "shared machine: wall time includes waiting for CPU 0, CPU time does not",
+        "note": "shared machine, unpinned: wall time includes waiting for a CPU",
     }
-    Path(__file__).with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 
 

@@ -9,9 +9,10 @@ both a pasted log (NcclFacts.log) and the live allreduce (RunResult.nccl) keep.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from doctor.facts.cluster import ClusterFacts, nccl_logs
+from doctor.facts.nccl_names import UNKNOWN_HOST
 from doctor.facts.node import NodeFacts
 from doctor.facts.rdma import RdmaFacts
 from doctor.model import Finding, Fix, Severity
@@ -27,8 +28,9 @@ CODES = {
     "nccl.log.bootstrap": "NCCL bootstrapped on another interface than the doctor predicts",
 }
 DRIFT_CODES = {
-    "nccl.log.drift": "ranks of one job on different NCCL versions, networks, plugins or NCCL_* "
-    "settings: the classic silent hang",
+    "nccl.log.drift": "ranks of one job showed different NCCL versions, networks, plugins or "
+    "NCCL_* settings: the classic silent hang",
+    "nccl.log.not_shown": "settings some ranks printed and others did not: not compared (info)",
 }
 TRUE = ("1", "true", "yes", "on")
 IB_DISABLE = Fix(
@@ -93,7 +95,7 @@ def _socket_reason(proc: dict[str, Any], facts: NodeFacts | None) -> tuple[str, 
 def _node_procs(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     by_host: dict[str, list[dict[str, Any]]] = {}
     for proc in doc["processes"]:
-        by_host.setdefault(proc["host"] or "?", []).append(proc)
+        by_host.setdefault(proc["host"] or UNKNOWN_HOST, []).append(proc)
     return by_host
 
 
@@ -138,7 +140,10 @@ def judge(
                 ("sudo modprobe nvidia-peermem",),
             ),
         )
-    local = max([p["local_ranks"] or 0 for p in procs] + [len(procs)])
+    # NCCL's own count of the ranks on its host; the processes of one hostname only where it
+    # gave none (before 2.19): nodes that share a hostname are one name, not one host to NCCL.
+    counted = [p["local_ranks"] for p in procs if p["local_ranks"] is not None]
+    local = max(counted) if counted else len(procs)
     if local > 1 and use["inter_node"] and not use["intra_node"]:
         disabled = [
             f"{k}={v}"
@@ -193,42 +198,80 @@ def judge(
         )
 
 
-def _label(proc: dict[str, Any], node: str, one_per_node: bool) -> str:
-    if one_per_node:
-        return node
-    return f"{proc['host'] or node} rank {proc['rank'] if proc['rank'] is not None else '?'}"
+# Settings ranks are not held to: how much NCCL says, and NCCL_HOSTID, which names each host
+# (ranks of two nodes must differ there).
+NOT_COMPARED = ("NCCL_DEBUG", "NCCL_HOSTID")
+# Settings that may name each node's own devices: a difference is a warning.
+PER_NODE = {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_TOPO_FILE", "NCCL_IB_GID_INDEX"}
 
 
-def drift(procs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Finding]:
-    """Ranks of one job that disagree on version, network, plugin or an NCCL_* setting."""
-    procs = list(procs)
-    nodes = [n for n, _ in procs]
-    one_per_node = len(set(nodes)) == len(nodes)
-    labels = [_label(p, n, one_per_node) for n, p in procs]
-    plugins = [p["plugin"]["name"] or p["plugin"]["status"] for _, p in procs]
-    # NCCL prints the NCCL_* variables that are set (ENV is on by default): one a rank printed
-    # and another did not is unset there.
-    keys = sorted({k for _, p in procs for k in p["env"] if not k.startswith("NCCL_DEBUG")})
+# The values ranks of one job are held to: what each showed (None: it did not show it).
+def _stated_network(proc: dict[str, Any]) -> str | None:
+    """The network's own name ("Using network", the channels' NET/<name>), not a guess from the
+    devices or sockets a rank listed: an IBext plugin lists NCCL's NET/IB devices."""
+    return proc["network"] if proc.get("network_from") in ("said", "channels") else None
+
+
+def _plugin_shown(proc: dict[str, Any]) -> str | None:
+    return proc["plugin"]["name"] or proc["plugin"]["status"]
+
+
+class _Rank(NamedTuple):
+    label: str
+    node: str | None  # None: the log did not say which host printed it (not a node)
+    proc: dict[str, Any]
+
+
+def _ranks(procs: list[tuple[str | None, dict[str, Any]]]) -> list[_Rank]:
+    """The ranks to compare, each labelled. Lines that name neither host nor pid (their prefix
+    was lost or cut) are read as one group, which may hold several ranks' lines: not a rank."""
+    known = [(n, p) for n, p in procs if n is not None or p["pid"] is not None]
+    nodes = [n for n, _ in known if n is not None]
+    one_per_node = len(nodes) == len(known) and len(set(nodes)) == len(nodes)
+    out = []
+    for node, p in known:
+        rank = f"rank {p['rank'] if p['rank'] is not None else '?'}"
+        if node is None:
+            label = f"pid {p['pid']} {rank}"
+        else:
+            label = node if one_per_node else f"{p['host'] or node} {rank}"
+        out.append(_Rank(label, node, p))
+    return out
+
+
+def drift(procs: Iterable[tuple[str | None, dict[str, Any]]]) -> Iterator[Finding]:
+    """Ranks of one job that showed different versions, networks, plugins or NCCL_* settings.
+
+    Only what each rank showed is compared: NCCL prints a setting when it reads it, an excerpt
+    or a collector's de-duplication (Ray) keeps some ranks' lines only, so a value one rank
+    printed and another did not is not shown there, never a disagreement. Settings some ranks
+    did not show are named in one info line."""
+    ranks = _ranks(list(procs))
+    keys = sorted({k for r in ranks for k in r.proc["env"] if not k.startswith(NOT_COMPARED)})
     wanted: list[tuple[str, list[Any]]] = [
-        ("NCCL version", [p["version"] for _, p in procs]),
-        ("network", [p["network"] for _, p in procs]),
-        ("net plugin", plugins),
+        ("NCCL version", [r.proc["version"] for r in ranks]),
+        ("network", [_stated_network(r.proc) for r in ranks]),
+        ("net plugin", [_plugin_shown(r.proc) for r in ranks]),
     ]
-    for key in keys:
-        wanted.append((key, [p["env"].get(key, "(unset)") for _, p in procs]))
+    wanted += [(key, [r.proc["env"].get(key) for r in ranks]) for key in keys]
+    partly: list[str] = []
     for what, values in wanted:
-        split = split_by_value(
-            {lab: v for lab, v in zip(labels, values, strict=True) if v is not None}
-        )
+        shown = {r.label: v for r, v in zip(ranks, values, strict=True) if v is not None}
+        split = split_by_value(shown)
         if split is None:
+            if shown and len(shown) < len(ranks) and what in keys:
+                partly.append(f"{what}={next(iter(shown.values()))} ({len(shown)} of {len(ranks)})")
             continue
+        seen = f"{len(shown)} of {len(ranks)} ranks showed it"
+        # An interface or HCA list may name each node's own devices on purpose.
+        severity = Severity.WARN if what in PER_NODE else Severity.FAIL
         for value, who in split.others.items():
             yield Finding(
                 "nccl.log.drift",
-                Severity.FAIL,
+                severity,
                 f"{what} differs between ranks of one job: {compact(who)} {value}, "
-                f"{compact(split.reference_nodes)} {split.reference}",
-                tuple(sorted({n for (n, _), lab in zip(procs, labels, strict=True) if lab in who})),
+                f"{compact(split.reference_nodes)} {split.reference} ({seen})",
+                tuple(sorted({r.node for r in ranks if r.label in who and r.node is not None})),
                 (
                     f"{compact(who)}: {value}",
                     f"{compact(split.reference_nodes)}: {split.reference}",
@@ -237,7 +280,21 @@ def drift(procs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Finding]:
                     "Run every rank from one image and one environment: the same NCCL, plugin "
                     "and NCCL_* settings on every node."
                 ),
+                data={"what": what, "shown_by": len(shown), "ranks": len(ranks)},
             )
+    if partly:
+        yield Finding(
+            "nccl.log.not_shown",
+            Severity.INFO,
+            f"Some ranks did not print these settings, so they were not compared: "
+            f"{', '.join(partly)} ranks showed them",
+            (),
+            tuple(partly),
+            Fix(
+                "NCCL prints a setting when it reads it; to compare every rank, read each "
+                "rank's whole log (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV)."
+            ),
+        )
 
 
 @cluster_check(
@@ -249,14 +306,17 @@ def nccl_log(cluster: ClusterFacts) -> Iterator[Finding]:
     found = list(nccl_logs(cluster))
     if not found:
         raise Skip("no NCCL_DEBUG=INFO log: none was given, and no NCCL allreduce ran")
-    procs: list[tuple[str, dict[str, Any]]] = []
+    procs: list[tuple[str | None, dict[str, Any]]] = []
     for where, doc, node_of in found:
         by_host = _node_procs(doc)
         for use in doc["nodes"]:
             node = node_of.get(use["host"], use["host"])
-            facts = cluster.nodes.get(node)
-            yield from judge(node, by_host.get(use["host"], []), use, facts, where == "log")
-            procs.extend((node, p) for p in by_host.get(use["host"], []))
+            mine = by_host.get(use["host"], [])
+            if node == UNKNOWN_HOST:  # lines that do not say which host printed them: no node
+                procs.extend((None, p) for p in mine)
+                continue
+            yield from judge(node, mine, use, cluster.nodes.get(node), where == "log")
+            procs.extend((node, p) for p in mine)
     yield from drift(procs)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from doctor.drift import drift_findings, find_drift, need_drift
 from doctor.facts.cluster import ClusterFacts
+from doctor.facts.nccl import LOGGED
 from doctor.facts.node import NodeFacts
 from doctor.model import Finding, Fix, Missing, Severity
 from doctor.plugin import CheckSpec, cluster_check
@@ -66,15 +67,15 @@ def cuda_driver_version(f: NodeFacts) -> Value:
 def nccl_versions(f: NodeFacts) -> Value:
     if isinstance(f.nccl, Missing):
         return f.nccl
-    return _joined(
-        list(
-            {
-                f"RCCL {v.version}" if v.rccl else v.version
-                for v in f.nccl.libraries
-                if isinstance(v.version, str)
-            }
-        )
-    )
+    versions = {
+        f"RCCL {v.version}" if v.rccl else v.version
+        for v in f.nccl.libraries
+        if isinstance(v.version, str)
+    }
+    if not versions and any(isinstance(v.version, Missing) for v in f.nccl.libraries):
+        # A library was found (or a pasted log shows one) without its version: not "none".
+        return Missing("no NCCL version shown", "absent")
+    return _joined(list(versions))
 
 
 def torch_nccl_version(f: NodeFacts) -> Value:
@@ -91,6 +92,9 @@ def torch_nccl_version(f: NodeFacts) -> Value:
 def net_plugins(f: NodeFacts) -> Value:
     if isinstance(f.nccl, Missing):
         return f.nccl
+    if all(lib.path == LOGGED for lib in f.nccl.libraries) and f.nccl.log is not None:
+        # Only a pasted NCCL log: no library search, so no plugin files were looked for.
+        return Missing("no NCCL net plugin files were looked for (a pasted log)", "unsupported")
     return _joined([p.rsplit("/", 1)[-1] for p in f.nccl.net_plugins])
 
 
@@ -250,7 +254,13 @@ def nccl_env_rule(key: str) -> Rule:
 
     def value_of(f: NodeFacts) -> Value:
         env = nccl_env(f)
-        return env if isinstance(env, Missing) else env.get(key, UNSET)
+        if isinstance(env, Missing) or key in env:
+            return env if isinstance(env, Missing) else env[key]
+        if f.capture.raw["probe"].get("source") == "paste":
+            # A pasted environment is often grepped (`env | grep NCCL_IB`): what it does not
+            # show is not shown, not unset; a probed node's environment is whole.
+            return Missing(f"{key} is not in the pasted environment", "absent")
+        return UNSET
 
     def fix(ref: Hashable) -> Fix:
         command = f"unset {key}" if ref == UNSET else f"export {key}={shlex.quote(str(ref))}"

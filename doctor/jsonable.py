@@ -9,6 +9,9 @@ from typing import Any
 
 from doctor.model import Missing, Severity
 
+# The version of every JSON document the doctor writes (a report, `doctor explain --format json`).
+SCHEMA_VERSION = "1.1"  # 1.1: coverage of the sampled stages, the reachability protocol
+
 
 def jsonable(value: Any) -> Any:
     if isinstance(value, Missing):

@@ -12,10 +12,8 @@ from doctor import __version__
 from doctor.errors import EXIT_FINDINGS, EXIT_OK
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
-from doctor.jsonable import jsonable
+from doctor.jsonable import SCHEMA_VERSION, jsonable
 from doctor.model import CheckOutcome, Finding, Severity, Status
-
-SCHEMA_VERSION = "1.1"  # 1.1: coverage of the sampled stages, the reachability protocol
 
 
 @dataclass

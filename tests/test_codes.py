@@ -97,6 +97,6 @@ def test_findings_are_made_only_by_checks_and_the_log_diagnosis() -> None:
         if node.func.id == "Finding"
     }
     outside = {m for m in makers if not m.startswith("checks/")}
-    # drift.py is the group-by helper checks call; the explain engine turns signatures into
-    # findings (declared by the allreduce check for what ranks print).
-    assert outside == {"doctor/drift.py", "doctor/explain/engine.py"}
+    # drift.py is the group-by helper checks call; the explain engine's explanation turns
+    # signatures into findings (declared by the allreduce check for what ranks print).
+    assert outside == {"doctor/drift.py", "doctor/explain/explanation.py"}

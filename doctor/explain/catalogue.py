@@ -41,6 +41,9 @@ class Signature:
     fix: Fix
     link: str
     secondary: bool = False  # usually the consequence of an earlier failure elsewhere
+    # What NCCL does when two machines collide in its host hash (same hostname and boot_id,
+    # or NCCL_HOSTID): the log's evidence of hosts sharing a name is its likely cause.
+    identity: bool = False
 
     def match(self, message: str) -> re.Match[str] | None:
         for rx in self.patterns:
@@ -75,12 +78,16 @@ def _signature(entry: dict[str, Any]) -> Signature:
         fix=Fix(entry["fix"], tuple(entry["commands"])),
         link=entry["link"],
         secondary=bool(entry.get("secondary", False)),
+        identity=bool(entry.get("identity", False)),
     )
 
 
 def parse_catalogue(text: str) -> tuple[Signature, ...]:
     """Signatures from the JSON text, in file order (earlier, more specific ones win a line)."""
-    document = json.loads(text)
+    return _signatures(json.loads(text))
+
+
+def _signatures(document: dict[str, Any]) -> tuple[Signature, ...]:
     signatures = tuple(_signature(e) for e in document["signatures"])
     codes = [s.code for s in signatures]
     duplicates = sorted({c for c in codes if codes.count(c) > 1})
@@ -90,6 +97,21 @@ def parse_catalogue(text: str) -> tuple[Signature, ...]:
 
 
 @cache
+def _document() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(
+        files("doctor.explain").joinpath("signatures.json").read_text()
+    )
+    return loaded
+
+
+@cache
 def catalogue() -> tuple[Signature, ...]:
     """The shipped catalogue."""
-    return parse_catalogue(files("doctor.explain").joinpath("signatures.json").read_text())
+    return _signatures(_document())
+
+
+@cache
+def anchors() -> tuple[bytes, ...]:
+    """The sieve's anchors for the shipped keywords (doctor/explain/sieve.py; chosen and written
+    by tests/explain/anchors.py)."""
+    return tuple(a.encode() for a in _document().get("anchors", ()))

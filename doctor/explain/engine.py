@@ -2,109 +2,74 @@
 
 from __future__ import annotations
 
+import mmap
 import re
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
-from typing import Any, TypeVar
+from typing import NamedTuple
 
-from doctor.explain.catalogue import Signature, catalogue
+from doctor.explain.catalogue import Signature, anchors, catalogue
+from doctor.explain.explanation import (
+    MAX_EVIDENCE,
+    MAX_EVIDENCE_CHARS,
+    MAX_NAMES,
+    Explanation,
+    Hit,
+    add_names,
+    context,
+    findings,
+)
 from doctor.explain.keywords import KeywordIndex
 from doctor.explain.nccl_log import KEYWORDS as NCCL_KEYWORDS
-from doctor.explain.nccl_log import NcclLog
-from doctor.explain.prefix import Origin, strip_prefixes
+from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
+from doctor.explain.sieve import Seen, Sieve
 from doctor.explain.source import MAX_LINE
-from doctor.model import Finding, Fix, Severity
 
-MAX_EVIDENCE = 3
-MAX_EVIDENCE_CHARS = 300
-MAX_NAMES = 64  # hosts/ranks remembered per finding and in the context
+# The Explanation and what is made of it live in explanation.py; scanning code imports them here.
+__all__ = ["Explanation", "Hit", "Partial", "Scanner", "context", "findings"]
+
 MAX_MESSAGE = 4096  # characters of a line the signatures are matched against
 MAX_CLOCKS = 4096  # (file, rank) pairs whose last timestamp is remembered
 MAX_PLANS = 4096  # keyword sets whose candidate signatures are remembered
-T = TypeVar("T", int, str)
+# Bytes per anchor below which a block is read a distinct line at a time (Scanner._repeated):
+# NCCL INFO lines, one anchor each, are about 100 bytes; ordinary text has one every few KB.
+REPEATED_DENSITY = 400
 
 
-@dataclass
-class Hit:
-    """Where a signature was first seen, and how often after."""
-
-    signature: Signature
-    groups: dict[str, str]
-    origin: Origin
-    source: str  # file name
-    line_no: int
-    order: int  # global arrival order, across files
-    count: int = 0
-    evidence: list[tuple[str, int, str]] = field(default_factory=list)  # (file, line, text)
-    ranks: set[int] = field(default_factory=set)
-    hosts: set[str] = field(default_factory=set)
-    awaits_stamp: bool = False  # first seen before any timestamp of its (file, rank)
-
-    def add_evidence(self, source: str, line_no: int, said: str) -> None:
-        """Keep the first few distinct lines (a line repeated by every rank is kept once)."""
-        if len(self.evidence) < MAX_EVIDENCE and all(
-            not e.endswith(said) for _, _, e in self.evidence
-        ):
-            self.evidence.append((source, line_no, said))
+def _newlines(buf: bytes | mmap.mmap, lo: int, hi: int) -> int:
+    """The newlines in buf[lo:hi] (an mmap has no count: the range is copied, once per line
+    that is read, so a file's bytes are counted at most once)."""
+    return buf.count(b"\n", lo, hi) if isinstance(buf, bytes) else buf[lo:hi].count(b"\n")
 
 
-def _add_names(into: set[T], names: Iterable[T]) -> None:
-    """Add to a set of hosts or ranks, which stops growing at MAX_NAMES."""
-    for name in sorted(names):
-        if name in into or len(into) < MAX_NAMES:
-            into.add(name)
-
-
-@dataclass
-class Explanation:
-    """Everything `doctor explain` learnt from its inputs."""
-
-    sources: list[str] = field(default_factory=list)
-    lines: int = 0
-    hits: dict[str, Hit] = field(default_factory=dict)
-    nccl: NcclLog = field(default_factory=NcclLog)
-    hosts: set[str] = field(default_factory=set)
-    ranks: set[int] = field(default_factory=set)
-    errors: list[str] = field(default_factory=list)  # files that could not be read (fully)
-
-    def ordered(self) -> list[Hit]:
-        """Hits in the order they happened: by timestamp when every hit has one, else by arrival."""
-        hits = list(self.hits.values())
-        if hits and all(h.origin.time is not None for h in hits):
-            return sorted(hits, key=lambda h: (h.origin.time, h.order))
-        return sorted(hits, key=lambda h: h.order)
-
-    def first_error(self) -> Hit | None:
-        """The earliest root-cause failure.
-
-        Consequences ('peer closed', 'unhandled system error') and the generic network messages
-        (any program's 'Connection refused') only count when nothing more specific was seen.
-        """
-        ordered = self.ordered()
-        for rank in (_specific, _primary, _any):
-            chosen = [h for h in ordered if rank(h)]
-            if chosen:
-                return chosen[0]
-        return None
-
-
-def _primary(hit: Hit) -> bool:
-    return not hit.signature.secondary and hit.signature.severity >= Severity.WARN
-
-
-def _specific(hit: Hit) -> bool:
-    return _primary(hit) and hit.signature.source != "any"
-
-
-def _any(hit: Hit) -> bool:
-    return True
+def looks_cut(block: bytes, after: int = 4) -> bool:
+    """Whether a file's first line looks like the tail of a cut one: no prefix starts it, and
+    one starts most of the few lines after it (a log's lines mostly share their wrapping)."""
+    lines = block.split(b"\n", after + 1)[: after + 1]
+    if len(lines) < 3 or strip_prefixes(lines[0].decode("utf-8", "replace"))[1] is not NOWHERE:
+        return False
+    started = [strip_prefixes(x.decode("utf-8", "replace"))[1] is not NOWHERE for x in lines[1:]]
+    return sum(started) * 2 > len(started)
 
 
 @cache
 def _keyword_index(keywords: tuple[bytes, ...]) -> KeywordIndex:
     # Scanners over one catalogue (the parts of a parallel scan, every allreduce rank) share it.
     return KeywordIndex(keywords)
+
+
+class Replay(NamedTuple):
+    """What reading a line did that reading it again must redo: a hit it counted (by how many
+    lines it stands for), an NCCL version it tallied."""
+
+    hit: Hit | None
+    weight: int
+    version: tuple[str, str | None] | None
+
+
+_UNREAD = Replay(None, 0, None)  # what the Seen table answers for a line it does not hold
 
 
 class Scanner:
@@ -119,6 +84,8 @@ class Scanner:
         for kw in NCCL_KEYWORDS:
             by_keyword.setdefault(kw, [])
         self._index = _keyword_index(tuple(kw.encode() for kw in by_keyword))
+        self.sieve = Sieve(self._index.keywords, anchors())
+        self._seen: Seen[Replay] = Seen()
         # Per keyword (by its index): the signatures that list it, and whether NCCL's context
         # parser reads lines holding it.
         self._candidates = tuple(tuple(v) for v in by_keyword.values())
@@ -142,20 +109,135 @@ class Scanner:
         number of ``lines[0]``."""
         self.feed_block(b"\n".join(lines) + b"\n" if lines else b"", source, first_line_no)
 
-    def feed_block(self, block: bytes, source: str, first_line_no: int) -> int:
+    def feed_block(
+        self,
+        block: bytes,
+        source: str,
+        first_line_no: int,
+        anchored: list[tuple[int, int, int]] | None = None,
+    ) -> int:
         """Scan a block of whole lines (the last may lack its newline) and return how many it
-        held; ``first_line_no`` is the 1-based number of its first line. Only the first
+        held; ``first_line_no`` is the 1-based number of its first line, ``anchored`` the
+        sieve's matches in it where they were found ahead (sieve.matched). Only the first
         MAX_LINE bytes of a line are read."""
-        # One pass over the whole block finds the lines worth reading: the others (most of a
-        # log) never reach Python code.
-        line_no, counted = first_line_no, 0
-        for start, end, found in self._index.lines(block, MAX_LINE):
-            line_no += block.count(b"\n", counted, start)
-            counted = start
-            self._scan(block[start:end], found, source, line_no)
+        if first_line_no == 1 and looks_cut(block):
+            self.result.cut_first.add(source)
+        if anchored is None:
+            anchored = self.sieve.find(block)
+        self._sift(block, 0, len(block), anchored, source, (first_line_no, 0, 0))
         lines = block.count(b"\n") + (not block.endswith(b"\n") and len(block) > 0)
         self.result.lines += lines
         return lines
+
+    def feed_mapped(
+        self,
+        mm: mmap.mmap,
+        lo: int,
+        hi: int,
+        anchored: list[tuple[int, int, int]],
+        source: str,
+        at_line: tuple[int, int, int],
+    ) -> tuple[int, int, int]:
+        """Scan bytes [lo, hi) of a mapped file (doctor/explain/mapped.py), a window ending just
+        after a newline or cut inside a longer line. ``at_line``: (the number of the line at a
+        position counted up to, that position, where the line open at ``lo`` began); the same
+        for the next window comes back. The caller counts the lines."""
+        if lo == 0 and looks_cut(mm[: min(hi, 1 << 16)]):
+            self.result.cut_first.add(source)
+        line_no, counted = self._sift(mm, lo, hi, anchored, source, at_line)
+        last = mm.rfind(b"\n", lo, hi)
+        return line_no, counted, (last + 1 if last >= 0 else at_line[2])
+
+    def _repeated(
+        self, block: bytes, base: int, source: str, line_no: int, counted: int
+    ) -> tuple[int, int] | None:
+        """A block of whole lines (at ``base`` in its file) read a distinct line at a time:
+        split and counted in C, each distinct line looked up once, a line read before replayed
+        as many times as it is there. None where most lines are distinct (the sieve's
+        line-by-line reading is then cheaper)."""
+        lines = block.split(b"\n")
+        times = Counter(lines)
+        if len(times) * 4 > len(lines):
+            return None
+        seen, at = self._seen.lines, 0
+        for line, n in times.items():
+            raw = line[:MAX_LINE]
+            replay = seen.get(raw, _UNREAD)
+            if replay is not _UNREAD:
+                if replay is not None:
+                    self._replay(replay, n)
+                continue
+            if not raw or not self.sieve.find(raw):
+                self._seen.remember(raw, None)
+                continue
+            # Its first place: distinct lines come in the order they first appear.
+            at = (
+                0
+                if at == 0 and block.startswith(line + b"\n")
+                else (block.find(b"\n" + line + b"\n", max(at - 1, 0)) + 1)
+            )
+            line_no += _newlines(block, counted - base, at)
+            counted = base + at
+            replay = self._read(raw, source, line_no)
+            self._seen.remember(raw, replay)
+            if replay is not None and n > 1:
+                self._replay(replay, n - 1)
+        return line_no, counted
+
+    def _sift(
+        self,
+        buf: bytes | mmap.mmap,
+        lo: int,
+        hi: int,
+        anchored: list[tuple[int, int, int]],
+        source: str,
+        at_line: tuple[int, int, int],
+    ) -> tuple[int, int]:
+        """Read the lines of buf[lo:hi] holding an anchor (``anchored``: the sieve's matches,
+        relative to ``lo``) that were not read before; a line read before replays what it did.
+        ``at_line``: the number of the line at a position counted up to, that position, and
+        where the line open at ``lo`` began. Returns the last (line number, position). Where
+        anchors are dense (one every REPEATED_DENSITY bytes: NCCL INFO lines) and the lines
+        mostly repeat, the block is read a distinct line at a time (_repeated)."""
+        line_no, counted, opened = at_line
+        if len(anchored) * REPEATED_DENSITY > hi - lo and opened == lo and buf[hi - 1] == 10:
+            done = self._repeated(buf[lo:hi], lo, source, line_no, counted)
+            if done is not None:
+                return done
+        seen = self._seen.lines
+        rfind, find = buf.rfind, buf.find
+        line_end = -1
+        # The hot loop of a 200 MB log: one turn per line holding an anchor, and a dictionary
+        # look-up for a line read before.
+        for _, at, to in anchored:
+            at += lo
+            if at < line_end:  # another anchor of the line just taken
+                continue
+            start = rfind(b"\n", lo, at) + 1 or opened
+            line_end = find(b"\n", lo + to, hi)
+            if line_end < 0:
+                line_end = hi
+            if at - start >= MAX_LINE:  # past the part of the line that is read
+                continue
+            raw = buf[start : line_end if line_end - start <= MAX_LINE else start + MAX_LINE]
+            if raw in seen:
+                if (replay := seen[raw]) is not None:
+                    self._replay(replay)
+                continue
+            line_no += _newlines(buf, counted, start)
+            counted = start
+            self._seen.remember(raw, self._read(raw, source, line_no))
+        return line_no, counted
+
+    def _read(self, raw: bytes, source: str, line_no: int) -> Replay | None:
+        found = self._index.found(raw)
+        return self._scan(raw, found, source, line_no) if found else None
+
+    def _replay(self, replay: Replay, times: int = 1) -> None:
+        if replay.hit is not None:
+            replay.hit.count += replay.weight * times
+        if replay.version is not None:
+            self.result.nccl.tally(*replay.version, times)
 
     def _plan(self, found: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
         plan = self._plans.get(found)
@@ -166,21 +248,28 @@ class Scanner:
                 self._plans[found] = plan
         return plan
 
-    def _scan(self, raw: bytes, found: tuple[int, ...], source: str, line_no: int) -> None:
+    def _scan(self, raw: bytes, found: tuple[int, ...], source: str, line_no: int) -> Replay | None:
+        """Read one line holding keywords; what reading it again must redo."""
         candidates, nccl = self._plan(found)
-        text, origin = strip_prefixes(raw.decode("utf-8", "replace").rstrip("\r"))
+        text, origin = strip_prefixes(raw.decode("utf-8", "replace"))
         origin = self._timed(origin, source)
         self._note_origin(origin)
+        tallied = None
         if nccl:
-            self.result.nccl.feed(text, origin.host, origin.pid)
+            self.result.nccl.feed(text, origin)
+            tallied = self.result.nccl.last_tally
         # Real messages are short; the cut keeps any regex's worst case small on hostile lines.
         head = text[:MAX_MESSAGE]
+        hit = None
         for index in candidates:
             sig = self.signatures[index]
             m = sig.match(head)
             if m is not None:
-                self._record(sig, m, text, origin, source, line_no)
-                return
+                hit = self._record(sig, m, text, origin, source, line_no)
+                break
+        if hit is None and tallied is None:
+            return None
+        return Replay(hit, origin.repeat or 1, tallied)
 
     def _timed(self, origin: Origin, source: str) -> Origin:
         key = (source, origin.rank)
@@ -192,7 +281,7 @@ class Scanner:
                 hit.origin = hit.origin._replace(time=origin.time)
             return origin
         when = self._clock.get(key)
-        return origin if when is None else Origin(origin.host, origin.pid, origin.rank, when)
+        return origin if when is None else origin._replace(time=when)
 
     def _note_origin(self, origin: Origin) -> None:
         if origin.host and len(self.result.hosts) < MAX_NAMES:
@@ -202,17 +291,18 @@ class Scanner:
 
     def _record(
         self, sig: Signature, m: re.Match[str], text: str, origin: Origin, source: str, line_no: int
-    ) -> None:
+    ) -> Hit:
         hit = self.result.hits.get(sig.code)
         if hit is None:
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
             hit = Hit(sig, groups, origin, source, line_no, self._order)
+            hit.on_first_line = line_no == 1 and origin.time is None and not origin.label()
             self._order += 1
             self.result.hits[sig.code] = hit
             if origin.time is None:
                 hit.awaits_stamp = True
                 self._untimed.setdefault((source, origin.rank), []).append(hit)
-        hit.count += 1
+        hit.count += origin.repeat or 1  # a line Ray de-duplicated stands for that many
         if (
             len(hit.evidence) < MAX_EVIDENCE
         ):  # first: the strip is worth it only while there is room
@@ -221,6 +311,7 @@ class Scanner:
             hit.ranks.add(origin.rank)
         if origin.host and len(hit.hosts) < MAX_NAMES:
             hit.hosts.add(origin.host)
+        return hit
 
     def partial(self) -> Partial:
         """What a scanner of one part of a log hands back to be absorbed (picklable)."""
@@ -240,6 +331,7 @@ class Scanner:
             if hit.awaits_stamp and key in self._clock:  # the stamp before the part counts
                 hit.origin = hit.origin._replace(time=self._clock[key])
             hit.line_no += line_offset
+            hit.on_first_line = hit.on_first_line and not line_offset  # a part's, not the file's
             hit.evidence = [(s, n + line_offset, e) for s, n, e in hit.evidence]
             known = mine.hits.get(hit.signature.code)
             if known is None:
@@ -250,8 +342,8 @@ class Scanner:
             known.count += hit.count
             for source, line_no, said in hit.evidence:
                 known.add_evidence(source, line_no, said)
-            _add_names(known.ranks, hit.ranks)
-            _add_names(known.hosts, hit.hosts)
+            add_names(known.ranks, hit.ranks)
+            add_names(known.hosts, hit.hosts)
         for key, hits in part.untimed.items():
             if key not in self._clock:
                 waiting = [h for h in hits if mine.hits.get(h.signature.code) is h]
@@ -261,8 +353,10 @@ class Scanner:
                 self._clock[key] = when
                 self._first_stamp.setdefault(key, when)
         mine.lines += theirs.lines
-        _add_names(mine.hosts, theirs.hosts)
-        _add_names(mine.ranks, theirs.ranks)
+        if not line_offset:  # a part that starts the file
+            mine.cut_first |= theirs.cut_first
+        add_names(mine.hosts, theirs.hosts)
+        add_names(mine.ranks, theirs.ranks)
         mine.nccl.absorb(theirs.nccl)
         mine.errors.extend(theirs.errors)
 
@@ -275,93 +369,3 @@ class Partial:
     clock: dict[tuple[str, int | None], float]
     untimed: dict[tuple[str, int | None], list[Hit]]
     first_stamp: dict[tuple[str, int | None], float]
-
-
-class _Fields(dict[str, str]):
-    """Template fields: a missing group reads as '?' rather than raising."""
-
-    def __missing__(self, key: str) -> str:
-        return "?"
-
-
-def _fields(hit: Hit) -> _Fields:
-    g = _Fields(hit.groups)
-    # Patterns for several versions of one message use numbered aliases (reason2, ...).
-    if "reason" not in g and "reason2" in g:
-        g["reason"] = g["reason2"]
-    g["peer_text"] = f" (from {g['peer']})" if "peer" in g else ""
-    g["addr_text"] = f" (remote {g['addr']})" if "addr" in g else ""
-    g["dup_text"] = (
-        f": rank {g['a']} and rank {g['b']} on CUDA device {g['dev']}"
-        if "a" in g and "dev" in g
-        else ""
-    )
-    g["ver_text"] = f" ({g['va']} vs {g['vb']})" if "va" in g else ""
-    return g
-
-
-def to_finding(hit: Hit, first: Hit | None) -> Finding:
-    """The Finding for one signature hit; a consequence points at the first failure."""
-    sig = hit.signature
-    summary = sig.summary.format_map(_fields(hit))
-    where = hit.origin.label()
-    if where:
-        summary += f" [{where}]"
-    if sig.secondary and first is not None and first is not hit:
-        label = first.origin.label()
-        summary += f"; first failure: {first.signature.code}" + (f" on {label}" if label else "")
-    nodes = tuple(sorted(hit.hosts))
-    data: dict[str, Any] = {
-        "count": hit.count,
-        "first_seen": f"{hit.source}:{hit.line_no}",
-        "meaning": sig.meaning,
-        "causes": list(sig.causes),
-        "link": sig.link,
-        "source": sig.source,
-        "secondary": sig.secondary,
-    }
-    if hit.ranks:
-        data["ranks"] = sorted(hit.ranks)
-    if hit.origin.time is not None:
-        data["time"] = hit.origin.time
-    return Finding(
-        code=sig.code,
-        severity=sig.severity,
-        summary=summary,
-        nodes=nodes,
-        evidence=tuple(f"{source}:{line_no}: {said}" for source, line_no, said in hit.evidence),
-        fix=Fix(sig.fix.text, sig.fix.commands),
-        data=data,
-        check="explain",
-    )
-
-
-def findings(result: Explanation) -> list[Finding]:
-    """Findings in the order things happened."""
-    first = result.first_error()
-    return [to_finding(h, first) for h in result.ordered()]
-
-
-def context(result: Explanation) -> dict[str, Any]:
-    """What the logs told about the job, whatever failed."""
-    first = result.first_error()
-    doc: dict[str, Any] = {
-        "sources": result.sources,
-        "lines": result.lines,
-        "hosts": sorted(result.hosts),
-        "ranks": sorted(result.ranks),
-        "first_error": None,
-    }
-    if first is not None:
-        doc["first_error"] = {
-            "code": first.signature.code,
-            "at": f"{first.source}:{first.line_no}",
-            "rank": first.origin.rank,
-            "host": first.origin.host,
-            "time": first.origin.time,
-        }
-    if not result.nccl.is_empty():
-        doc["nccl"] = result.nccl.to_json()
-    if result.errors:
-        doc["read_errors"] = result.errors
-    return doc

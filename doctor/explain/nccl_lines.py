@@ -107,9 +107,37 @@ ENV = re.compile(
 DIAG = re.compile(r"^(?:\[(?P<status>[A-Z]+)\] |(?P<word>INFO|WARN|FAIL) )?(?P<text>.*)$")
 RAS = re.compile(r"^RAS ")
 
+# Where no "Using network" line is left, the network a WARN line's source file or subsystem
+# names: NCCL's transport/net_ib.cc (transport/net_ib/*.cc from 2.23) and net_socket.cc; the
+# HPC-X plugin's ib_plugin.c and p2p_plugin.c (IB verbs), ucx_plugin.c; aws-ofi-nccl's
+# nccl_ofi_*.c; else the message's own "NET/<name> :" ("NET/IB : Got completion from peer").
+NET_FILES = (
+    ("net_ib", "IB"),
+    ("ib_plugin", "IB"),
+    ("p2p_plugin", "IB"),
+    ("ucx_plugin", "UCX"),
+    ("net_socket", "Socket"),
+    ("nccl_ofi", "OFI"),
+)
+NET_SUBSYSTEM = re.compile(r"^NET/(?P<net>(?!Plugin\b)[A-Za-z]\w*)(?: ?:| )")
+
+
+def network_hint(src: str | None, msg: str) -> str | None:
+    """The network a WARN line's source file or subsystem names (None: neither does)."""
+    if src:
+        for part, net in NET_FILES:
+            if part in src:
+                return net
+    m = NET_SUBSYSTEM.match(msg)
+    return m["net"] if m is not None else None
+
+
 # Literal text every line read above contains: the explain engine hands only lines holding one
 # of these to the reader (a keyword pass over the whole log is what keeps it fast).
 KEYWORDS = (
+    "nccl-tests version",  # nccl-tests' and rccl-tests' headers (nccl_tests.py)
+    "rccl-tests: Version",
+    " Pid ",
     "NCCL version",
     "RCCL version",
     "HIP version",

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.explain import nccl_lines as L
+from doctor.explain import nccl_tests as T
+from doctor.explain.nccl_banner import BannerOrigin
 from doctor.explain.nccl_lines import KEYWORDS, NetDevice
 from doctor.explain.nccl_process import (
     MAX_DEVICES,
@@ -25,13 +27,12 @@ from doctor.explain.nccl_process import (
     cut,
 )
 from doctor.explain.nccl_use import summarise
-from doctor.explain.prefix import strip_prefixes
+from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
 
 __all__ = ["KEYWORDS", "NcclLog", "NcclProcess", "parse_nccl_log"]
 
 # Bounds that keep memory flat on a 10,000-rank log (or garbage that looks like one).
 MAX_PROCESSES = 1024
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass
@@ -45,8 +46,16 @@ class NcclLog:
     hip: str | None = None  # RCCL's banner
     rocm: str | None = None
     library_path: str | None = None
+    benchmark: str | None = None  # "nccl-tests 2.19.6", "rccl-tests develop:4b2b5d3"
     processes: dict[tuple[str | None, int | None], NcclProcess] = field(default_factory=dict)
     processes_dropped: int = 0  # lines from processes beyond MAX_PROCESSES
+    # Who printed a bare version line (NCCL before 2.9 prints it once, on stdout, with no
+    # prefix): what its wrapping says, resolved through the processes once all is read.
+    printed_by: BannerOrigin = field(default_factory=BannerOrigin)
+    launcher_hosts: dict[int, str] = field(default_factory=dict)  # launcher rank -> host
+    # The version the last feed() tallied: a scanner that skips a line it read before tallies
+    # it again (doctor/explain/engine.py, Replay), so the counts stay those of every line.
+    last_tally: tuple[str, str | None] | None = None
 
     @property
     def version(self) -> str | None:
@@ -57,13 +66,17 @@ class NcclLog:
     def cuda(self) -> str | None:
         return self.cudas.most_common(1)[0][0] if self.cudas else None
 
-    def feed(self, text: str, host: str | None = None, pid: int | None = None) -> bool:
-        """Read one line (launcher prefixes stripped); True when it told us something."""
-        if "\x1b" in text:  # colour codes from a terminal capture
-            text = _ANSI.sub("", text)
+    def feed(self, text: str, origin: Origin = NOWHERE) -> bool:
+        """Read one line, its wrapping peeled (prefix.strip_prefixes) into ``origin``; True
+        when it told us something."""
+        host, pid = origin.host, origin.pid
+        self.last_tally = None
         m = L.MARKER.search(text)
         if m is None:  # a bare banner: NCCL 2.4's version on stdout, RCCL's extra lines
-            return self._banner(text, None)
+            said = self._banner(text, None)
+            if said and L.VERSION.match(text):  # the banner itself, not an error quoting it
+                self.printed_by.note(origin)
+            return said
         if host is None and m.start() and (o := L.ORIGIN.search(text, 0, m.start())) is not None:
             host, pid = o["host"], int(o["pid"])  # behind an unknown prefix, or a DIAG line
         key = (host, pid)
@@ -77,19 +90,25 @@ class NcclLog:
         said = self._banner(msg, proc) or (
             _diag(msg, proc) if m["lvl"] == "DIAG" else _feed_process(msg, proc)
         )
+        if m["lvl"] != "INFO" and (net := L.network_hint(origin.src, msg)) is not None:
+            if net in proc.net_hints or len(proc.net_hints) < MAX_NOTES:
+                proc.net_hints[net] += 1
+            said = True
+        if origin.rank is not None and host and len(self.launcher_hosts) < MAX_PROCESSES:
+            self.launcher_hosts.setdefault(origin.rank, host)
         if said:
             self.processes[key] = proc  # only processes that told us something are kept
         return said
 
     def _banner(self, text: str, proc: NcclProcess | None) -> bool:
+        if proc is None and text[:1] in "#r" and self._benchmark(text):
+            return True
         if "ersion" not in text and "Librccl" not in text:  # most lines: no regex at all
             return False
         if (v := L.VERSION.search(text)) is not None:
             version = v["ver"] + v["suffix"]
-            self.versions[version] += 1
+            self.tally(version, v["platver"])
             self.library = v["lib"]
-            if v["platver"]:
-                self.cudas[v["platver"]] += 1
             if proc is not None:
                 proc.library, proc.version = v["lib"], version
                 proc.cuda = v["platver"] or proc.cuda
@@ -110,11 +129,39 @@ class NcclLog:
             return True
         return False
 
+    def tally(self, version: str, platform: str | None, times: int = 1) -> None:
+        """Count a version line (and the CUDA or HIP it was built for), ``times`` over."""
+        self.versions[version] += times
+        if platform:
+            self.cudas[platform] += times
+        self.last_tally = (version, platform)
+
+    def _benchmark(self, text: str) -> bool:
+        """nccl-tests' or rccl-tests' header: the library's version, and each rank's process,
+        host and GPU (nccl_tests.py)."""
+        if (h := T.header(text)) is not None:
+            self.benchmark, version = h
+            if version is not None:
+                self.tally(version, None)
+                self.library = "NCCL"
+            return True
+        if (d := T.device(text)) is None:
+            return False
+        proc = self.processes.get((d.host, d.pid))
+        if proc is None and len(self.processes) >= MAX_PROCESSES:
+            self.processes_dropped += 1
+            return False
+        proc = self.processes.setdefault((d.host, d.pid), NcclProcess(d.host, d.pid))
+        proc.rank = d.rank if proc.rank is None else proc.rank
+        proc.cuda_dev = d.cuda_dev if proc.cuda_dev is None else proc.cuda_dev
+        proc.bus_id = proc.bus_id or d.bus_id
+        return True
+
     def absorb(self, later: NcclLog) -> None:
         """Take in what the next part of a log (scanned in parallel) said."""
         self.versions.update(later.versions)
         self.cudas.update(later.cudas)
-        for name in ("library", "cuda_driver", "hip", "rocm", "library_path"):
+        for name in ("library", "cuda_driver", "hip", "rocm", "library_path", "benchmark"):
             if getattr(later, name) is not None:
                 setattr(self, name, getattr(later, name))
         for key, proc in later.processes.items():
@@ -125,6 +172,32 @@ class NcclLog:
             else:
                 self.processes_dropped += 1
         self.processes_dropped += later.processes_dropped
+        self.printed_by.absorb(later.printed_by)
+        for rank, host in later.launcher_hosts.items():
+            self.launcher_hosts.setdefault(rank, host)
+
+    def version_printed_by(self) -> list[str]:
+        """The hosts that printed the bare version lines, where their wrapping, a process of
+        the same pid or launcher rank, or a log of one host tells."""
+        return self.printed_by.hosts(
+            self.launcher_hosts, {p.pid: p.host for p in self.processes.values() if p.host}
+        )
+
+    def shared_hostnames(self) -> dict[str, list[str]]:
+        """Hostnames several machines use: one name whose processes bootstrapped from different
+        addresses, and whose NCCL_HOSTID (if shown) does not tell them apart. NCCL then takes
+        those machines for one host (its host hash is hostname + boot_id, or NCCL_HOSTID)."""
+        addresses: dict[str, set[str]] = {}
+        hostids: dict[str, set[str]] = {}
+        for p in self.processes.values():
+            if p.host and p.bootstrap:
+                addresses.setdefault(p.host, set()).add(p.bootstrap[0][1])
+                hostids.setdefault(p.host, set()).add(p.env.get("NCCL_HOSTID", ""))
+        return {
+            host: sorted(found)
+            for host, found in sorted(addresses.items())
+            if len(found) > 1 and len(hostids[host]) < len(found)
+        }
 
     def nranks(self) -> int | None:
         counts = [p.nranks for p in self.processes.values() if p.nranks is not None]
@@ -167,6 +240,9 @@ class NcclLog:
             "hip": self.hip,
             "rocm": self.rocm,
             "library_path": self.library_path,
+            "benchmark": self.benchmark,
+            "version_printed_by": self.version_printed_by(),
+            "shared_hostnames": self.shared_hostnames(),
             "nranks": self.nranks(),
             "nnodes": self.nnodes(),
             "transports": self.transports(),
@@ -180,8 +256,9 @@ def _diag(msg: str, proc: NcclProcess) -> bool:
     m = L.DIAG.match(msg)
     if m is None or len(proc.diagnostics) >= MAX_NOTES:
         return m is not None
-    status = m["status"] or m["word"] or ""
-    proc.diagnostics.append((status, cut(m["text"])))
+    note = (m["status"] or m["word"] or "", cut(m["text"]))
+    if note not in proc.diagnostics:  # a line printed twice (or read twice) is one diagnosis
+        proc.diagnostics.append(note)
     return True
 
 
@@ -354,6 +431,5 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLog:
     """Parse a whole NCCL_DEBUG=INFO log (launcher prefixes allowed) into NcclLog."""
     log = NcclLog()
     for line in lines:
-        text, origin = strip_prefixes(line.rstrip("\r\n"))
-        log.feed(text, origin.host, origin.pid)
+        log.feed(*strip_prefixes(line))
     return log

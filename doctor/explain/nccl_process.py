@@ -89,6 +89,9 @@ class NcclProcess:
     no_verbs: bool = False  # libibverbs could not be opened
     ib_oob: str | None = None
     network: str | None = None  # "Using network ..."
+    # Networks its WARN lines' source files and subsystems name (net_ib.cc, "NET/IB :"): the
+    # network inferred where nothing else names one.
+    net_hints: Counter[str] = field(default_factory=Counter)
     plugin: Plugin = field(default_factory=Plugin)
     gdr_hcas: dict[str, str] = field(default_factory=dict)  # HCA -> "enabled" / "disabled (why)"
     dmabuf: bool = False
@@ -112,19 +115,30 @@ class NcclProcess:
 
     def used_network(self) -> str | None:
         """The network between nodes: "Using network", else the links', else the devices'."""
+        return self.network_shown()[0]
+
+    def network_shown(self) -> tuple[str | None, str | None]:
+        """The network and how the log showed it: "said" ("Using network", "Assigned NET
+        plugin"), "channels" (their NET/<name>), or only guessed from what the process listed:
+        "devices" (a plugin prints NCCL's "NET/IB : Using" lines under its own name),
+        "inferred" (from the source files and subsystems of its WARN lines), "sockets" (the
+        interfaces NCCL's socket transport listed). Only the first two are the network's own
+        name, which ranks can be held to."""
         if self.network:
-            return self.network
+            return self.network, "said"
         nets = [t.split("/")[1] for t in self.transports() if t.startswith("NET/")]
         if nets:
-            return Counter(nets).most_common(1)[0][0]
+            return Counter(nets).most_common(1)[0][0], "channels"
         if self.net_devices_of:
-            return self.net_devices_of
-        return "Socket" if self.socket_ifs else None
+            return self.net_devices_of, "devices"
+        if self.net_hints:
+            return self.net_hints.most_common(1)[0][0], "inferred"
+        return ("Socket", "sockets") if self.socket_ifs else (None, None)
 
     def gdr(self) -> bool | None:
         """Whether GPUDirect RDMA carried its RDMA channels (None: none, or sockets only)."""
         net = [t.transport for t in self.links.values() if t.transport.startswith("NET/")]
-        if net and all(t == "NET/Socket" for t in net):
+        if (net and all(t == "NET/Socket" for t in net)) or self.used_network() == "Socket":
             return None  # GPUDirect RDMA is not a question on sockets
         if net:
             return any(t.endswith("/GDRDMA") for t in net)
@@ -153,17 +167,19 @@ class NcclProcess:
         self.socket_ifs = later.socket_ifs or self.socket_ifs
         self.net_devices = later.net_devices or self.net_devices
         self.no_devices = sorted(set(self.no_devices) | set(later.no_devices))
+        self.net_hints.update(later.net_hints)
         self.plugin.absorb(later.plugin)
         _bounded_update(self.gdr_hcas, later.gdr_hcas, MAX_DEVICES)
         _bounded_update(self.env, later.env, MAX_ENV)
         _bounded_update(self.links, later.links, MAX_LINKS)
         for note in later.diagnostics:
-            if len(self.diagnostics) < MAX_NOTES:
+            if note not in self.diagnostics and len(self.diagnostics) < MAX_NOTES:
                 self.diagnostics.append(note)
         for flag in ("no_verbs", "dmabuf", "nvls", "init_complete", "aborted", "ras"):
             setattr(self, flag, getattr(self, flag) or getattr(later, flag))
 
     def to_json(self) -> dict[str, Any]:
+        network, network_from = self.network_shown()
         return {
             "host": self.host,
             "pid": self.pid,
@@ -178,7 +194,8 @@ class NcclProcess:
             "bus_id": self.bus_id,
             "bootstrap": [f"{i}:{a}" for i, a in self.bootstrap],
             "socket_interfaces": [f"{i}:{a}" for i, a in self.socket_ifs],
-            "network": self.used_network(),
+            "network": network,
+            "network_from": network_from,
             "plugin": self.plugin.to_json(),
             "hcas": [
                 {"name": d.name, "port": d.port, "link_layer": d.link_layer}

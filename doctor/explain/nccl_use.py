@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.explain.nccl_process import NcclProcess
+from doctor.facts.nccl_names import UNKNOWN_HOST
 from doctor.nodeset import compact
 
 INTRA = ("P2P/", "SHM", "NVLS")
@@ -34,6 +35,9 @@ class NodeUse:
     library: str
     versions: tuple[str, ...]
     networks: tuple[str, ...]
+    # No line named the network: it was inferred from the source files and subsystems of the
+    # node's WARN lines (transport/net_ib.cc, "NET/IB : Got completion ...").
+    network_inferred: bool
     plugin: str | None  # the loaded plugin's name, or "failed: ..." where loading failed
     hcas: tuple[str, ...]
     link_layers: tuple[str, ...]
@@ -47,6 +51,8 @@ class NodeUse:
         version = f"{self.library} {'/'.join(self.versions)}" if self.versions else self.library
         if self.networks:
             net = f"NET/{'/'.join(self.networks)}"
+            if self.network_inferred:
+                net += " (inferred from its WARN lines: no line names the network)"
             if self.hcas:
                 net += f" {compact(self.hcas)}"
                 if self.link_layers:
@@ -77,6 +83,7 @@ class NodeUse:
             "ranks": list(self.ranks),
             "versions": list(self.versions),
             "networks": list(self.networks),
+            "network_inferred": self.network_inferred,
             "plugin": self.plugin,
             "hcas": list(self.hcas),
             "link_layers": list(self.link_layers),
@@ -108,6 +115,7 @@ def node_use(host: str, procs: list[NcclProcess], library: str, version: str | N
         transports.update(p.transports())
     # The devices NCCL opened ("NET/IB : Using ..."), not only those a few channel lines name.
     hcas = sorted({d.name for p in procs for d in p.net_devices})
+    shown = [p.network_shown() for p in procs]
     layers = sorted({d.link_layer for p in procs for d in p.net_devices})
     return NodeUse(
         host=host,
@@ -115,7 +123,8 @@ def node_use(host: str, procs: list[NcclProcess], library: str, version: str | N
         library=next((p.library for p in procs if p.library), library),
         versions=tuple(sorted({p.version for p in procs if p.version}))
         or ((version,) if version else ()),
-        networks=tuple(sorted({n for p in procs if (n := p.used_network())})),
+        networks=tuple(sorted({n for n, _ in shown if n})),
+        network_inferred=any(n for n, _ in shown) and all(h == "inferred" for n, h in shown if n),
         plugin=_plugin(procs),
         hcas=tuple(hcas),
         link_layers=tuple(layers),
@@ -161,6 +170,6 @@ def summarise(processes: Iterable[NcclProcess], library: str | None, versions: l
     one was given."""
     by_host: dict[str, list[NcclProcess]] = {}
     for p in processes:
-        by_host.setdefault(p.host or "?", []).append(p)
+        by_host.setdefault(p.host or UNKNOWN_HOST, []).append(p)
     only = versions[0] if len(versions) == 1 else None
     return JobUse(tuple(node_use(h, by_host[h], library or "NCCL", only) for h in sorted(by_host)))

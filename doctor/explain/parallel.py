@@ -9,17 +9,14 @@ file order, so hits keep their order, line numbers and timestamps.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import BinaryIO
 
 from doctor.explain.engine import Partial, Scanner
-from doctor.explain.source import CHUNK, LogReadError, iter_blocks
-
-
-def cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+from doctor.explain.mapped import Mapped, scan_mapped
+from doctor.explain.sieve import cpus
+from doctor.explain.source import CHUNK, LogReadError
 
 
 def _next_line(handle: BinaryIO, at: int) -> int:
@@ -35,12 +32,13 @@ def _next_line(handle: BinaryIO, at: int) -> int:
     return at
 
 
-def part_bounds(path: str, size: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` byte ranges covering the file, each starting at the start of a line."""
-    starts = [0]
+def part_bounds(path: str, size: int, parts: int, start: int = 0) -> list[tuple[int, int]]:
+    """``parts`` byte ranges covering the file from ``start`` (a line start), each starting at
+    the start of a line."""
+    starts = [start]
     with open(path, "rb") as handle:
         for k in range(1, parts):
-            at = _next_line(handle, max(starts[-1], size * k // parts))
+            at = _next_line(handle, max(starts[-1], start + (size - start) * k // parts))
             if at >= size:
                 break
             if at > starts[-1]:
@@ -53,27 +51,30 @@ def scan_range(path: str, start: int, end: int) -> Partial:
     scanner = Scanner()
     try:
         with open(path, "rb") as handle:
-            handle.seek(start)
-            line_no = 1
-            for block in iter_blocks(handle, path, end - start):
-                line_no += scanner.feed_block(block, path, line_no)
+            # One sieve thread: the other CPUs scan the other parts.
+            part = Mapped(path, handle.fileno(), scanner.sieve, start, end, workers=1)
+            scan_mapped(scanner, part)
     except OSError as exc:
         raise LogReadError(f"{path}: {exc.strerror or exc}") from None
     return scanner.partial()
 
 
-def scan_file(scanner: Scanner, path: str, size: int, min_part: int) -> None:
-    """Scan ``path`` in parts of at least ``min_part`` bytes, one per CPU, the first here and
-    the rest in child processes, into ``scanner``."""
-    bounds = part_bounds(path, size, max(1, min(cpus(), size // max(1, min_part))))
-    before = scanner.result.lines
+def scan_file(
+    scanner: Scanner, path: str, size: int, min_part: int, start: int = 0, lines_before: int = 0
+) -> None:
+    """Scan ``path`` from ``start`` (a line start, after ``lines_before`` lines this scanner
+    read already) in parts of at least ``min_part`` bytes, one per CPU, the first here and the
+    rest in child processes, into ``scanner``."""
+    parts = max(1, min(cpus(), (size - start) // max(1, min_part)))
+    bounds = part_bounds(path, size, parts, start)
+    before = scanner.result.lines - lines_before
     if len(bounds) == 1:
-        scanner.absorb(scan_range(path, *bounds[0]), 0)
+        scanner.absorb(scan_range(path, *bounds[0]), lines_before)
         return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(len(bounds) - 1, mp_context=context) as pool:
         later = [pool.submit(scan_range, path, *b) for b in bounds[1:]]
-        scanner.absorb(scan_range(path, *bounds[0]), 0)
+        scanner.absorb(scan_range(path, *bounds[0]), lines_before)
         for future in later:
             try:
                 part = future.result()

@@ -13,7 +13,7 @@ CHUNK = 1 << 20
 # A "line" longer than this (a binary file, a progress bar without newlines) is cut: only its
 # first MAX_LINE bytes are read (the Scanner), and only they are carried between reads.
 MAX_LINE = 64 * 1024
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class LogReadError(Exception):
@@ -33,7 +33,7 @@ def open_log(name: str) -> BinaryIO:
         head = buffered.peek(2)[:2]
     except OSError as exc:
         raise LogReadError(f"{name}: {exc.strerror or exc}") from None
-    if head == _GZIP_MAGIC:
+    if head == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
     return buffered
 

@@ -143,6 +143,8 @@ def read_rocm_smi(text: str, out: TextFacts) -> None:
         elif "between two gpus" in section:
             if _MATRIX_HEAD.match(line):
                 columns = [int(t[3:]) for t in line.split()]
+                for index in columns:  # the matrices alone name every GPU (no Numa section)
+                    out.gpu(index)
                 continue
             cells = line.split()
             if columns and cells and re.fullmatch(r"GPU\d+", cells[0]):

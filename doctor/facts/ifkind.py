@@ -31,9 +31,10 @@ NETLINK_KINDS = {
     "tun",
 }
 
-# Names, most specific first. The kernel's own and udev's predictable names (systemd.net-naming-
-# scheme: en*/ib*/wl*/ww* with o/s/p/x parts, biosdevname em*/p*p*); eth*, the kernel's default
-# (cloud VMs, SR-IOV VFs in pods); net*, the interfaces Multus adds to a pod (an SR-IOV VF);
+# Names, most specific first. udev's predictable names (systemd.net-naming-scheme: en*/ib*/wl*/
+# ww* with o/s/p/x parts, derived from the device's bus position, so only a device has one;
+# biosdevname em*/p*p*); net*, the interfaces Multus adds to a pod (an SR-IOV VF); not eth*, the
+# kernel's default, which a container's veth, a cloud VM's virtio NIC and a bare NIC all get;
 # GKE's gpu<N>rdma<N> and rdma<N>, HPE Slingshot's hsn<N>, a BlueField DPU's uplinks p<N> and
 # its host PF representor pf<N>hpf. Then the names container runtimes, hypervisors, overlays
 # and VPNs give their virtual devices.
@@ -52,7 +53,7 @@ _NAMED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("bond", r"bond\d"),
         (
             "physical",
-            r"(?:en|eth\d|em\d|p\d+p\d|wl|ww|net\d|gpu\d+rdma\d|rdma\d|hsn\d|p\d+$|pf\d+hpf$)",
+            r"(?:en|em\d|p\d+p\d|wl|ww|net\d|gpu\d+rdma\d|rdma\d|hsn\d|p\d+$|pf\d+hpf$)",
         ),
     )
 )
@@ -71,6 +72,9 @@ class Evidence:
     device: bool | None = None  # sysfs: a device link (a NIC on a bus)
     peer_elsewhere: bool = False  # `@ifN`: its link is in another network namespace
     pair: bool = False  # `vA@vB` and `vB@vA`: each the other's link, which only a veth pair is
+    # The listing holds Multus's net<N> interfaces, which only a Kubernetes pod has: its eth0
+    # is the pod network's (a CNI's veth, ipvlan or macvlan), not a NIC.
+    in_pod: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,13 +103,15 @@ def classify(name: str, seen: Evidence) -> IfKind:
         return IfKind("tap" if seen.tun_flags & 0x2 else "tun")  # IFF_TAP
     if seen.device is not None:
         return IfKind("physical" if seen.device else "virtual")
-    return _guess(name, seen.peer_elsewhere)
+    return _guess(name, seen.peer_elsewhere, seen.in_pod)
 
 
-def _guess(name: str, peer_elsewhere: bool) -> IfKind:
+def _guess(name: str, peer_elsewhere: bool, in_pod: bool = False) -> IfKind:
     """The kind a name and its peer suggest, for a node seen only through pasted text."""
     if peer_elsewhere and not name.startswith(("ib", "bond")):
         return IfKind("veth", guessed=True)  # a pod's eth0@if12: its host end is in the root netns
+    if in_pod and name == "eth0":
+        return IfKind("virtual", guessed=True)
     for kind, pattern in _NAMED:
         if pattern.match(name):
             return IfKind(kind, guessed=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from doctor.capture import Capture
 from doctor.facts.ifkind import Evidence, IfKind, classify
@@ -72,6 +73,10 @@ def ip_kind(entry: dict, info: dict, entries: list[dict]) -> IfKind:
         pair=any(
             e["ifname"] == entry.get("link") and e.get("link") == entry["ifname"] for e in entries
         ),
+        # `ip -d` names a device's bus (iproute2 5.x "parentbus pci parentdev 0000:3b:00.0"):
+        # a NIC or a VF on a bus, as sysfs's device link says for a probed node.
+        device=True if entry.get("parentbus") else None,
+        in_pod=any(re.fullmatch(r"net\d+", str(e.get("ifname"))) for e in entries),
     )
     return classify(entry["ifname"], seen)
 

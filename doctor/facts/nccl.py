@@ -12,6 +12,7 @@ from doctor.capture import Capture, CommandResult
 from doctor.facts.amd import rocm_roots
 from doctor.facts.child import last_words, marked
 from doctor.facts.frameworks import torch_build
+from doctor.facts.nccl_names import decode_version
 from doctor.model import Missing
 
 # Must match NCCL_MARK in doctor/probe.py: the line the probe's child prints its result on.
@@ -82,13 +83,6 @@ class NcclFacts:
 
     def library(self, path: str | None) -> NcclLibrary | None:
         return next((lib for lib in self.libraries if lib.path == path), None)
-
-
-def decode_version(code: int) -> str:
-    """NCCL_VERSION_CODE → "2.32.3" (codes below 10000 are the pre-2.9 X*1000+Y*100+Z form)."""
-    if code >= 10000:
-        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def parse_conf(text: str) -> tuple[tuple[str, str], ...]:

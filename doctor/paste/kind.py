@@ -18,6 +18,9 @@ class Kind(NamedTuple):
     name: str
     starts: Callable[[str], bool]
     parse: Callable[[str], dict[str, Any]]
+    # Its output has lines that begin with "# " (nccl-tests' header and tables): inside it, or
+    # where one opens it, such a line is output, not a comment the paster added.
+    hash_lines: bool = False
 
 
 def matcher(*patterns: str) -> Callable[[str], bool]:

@@ -70,6 +70,10 @@ def _address(family: str, text: str, prefixlen: int | None, scope: str | None) -
     return {"family": family, "local": str(ip), "prefixlen": plen, "scope": scope.lower()}
 
 
+# `ip -d` (iproute2 5.x) names a device's bus: "parentbus pci parentdev 0000:3b:00.0".
+_PARENT_BUS = re.compile(r"\bparentbus (\S+)")
+
+
 def ip_addr_entries(text: str) -> list[dict[str, Any]]:
     """`ip addr` text (iproute2 or busybox, `-d` too) as the entries `ip -j addr` prints."""
     entries: list[dict[str, Any]] = []
@@ -92,6 +96,8 @@ def ip_addr_entries(text: str) -> list[dict[str, Any]]:
             continue
         if entry is None:
             continue
+        if (bus := _PARENT_BUS.search(line)) is not None:  # on the link/ line or the next
+            entry["parentbus"] = bus[1]
         if link := _LINK.match(line):
             entry.setdefault("link_type", link["type"])
             continue

@@ -1,17 +1,16 @@
 """Pasted NVIDIA outputs → the capture slots the probe fills, so the facts parsers read them.
 
-Each kind is ``(name, starts, parse)``: ``starts(line)`` says a line opens an output of that
-kind; ``parse(segment)`` returns a capture fragment (``files`` / ``commands`` sections of the
-probe's document, doctor/probe.py) that the paste reader merges per node. Nothing is parsed here:
-the text goes where the probe would have put it (``nvidia-smi -q -x`` is the probe's own
-fallback command) and doctor/facts/ reads it like a probed node's.
+Each kind is a ``Kind(name, starts, parse)`` (doctor/paste/kind.py): ``starts(line)`` says a
+line opens an output of that kind; ``parse(segment)`` returns a capture fragment (``files`` /
+``commands`` sections of the probe's document, doctor/probe.py) that the paste reader merges per
+node. Nothing is parsed here: the text goes where the probe would have put it (``nvidia-smi -q
+-x`` is the probe's own fallback command) and doctor/facts/ reads it like a probed node's.
 """
 
 from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Callable
 from typing import Any
 
 from doctor.facts.driver import NVCC, PROC_VERSION
@@ -19,10 +18,9 @@ from doctor.facts.gpu_host import XID_ARGV, XID_SLOT
 from doctor.facts.gpus import CSV_FIELDS
 from doctor.facts.smi import CSV, QUERY, TABLE, XML, XML_ARGV
 from doctor.facts.smi_tree import LOG_TITLE
+from doctor.paste.kind import Kind
 from doctor.topo.smi_nvlink import ERRORS_SLOT, GPU_HEADER, STATUS_SLOT, shows_nvlink
 from doctor.topo.smi_text import is_matrix_header
-
-Kind = tuple[str, Callable[[str], bool], Callable[[str], dict[str, Any]]]
 
 _TABLE = re.compile(r"NVIDIA-SMI\s+\d")
 _XML = re.compile(r"<nvidia_smi_log\b")  # the DOCTYPE line before it is left as junk
@@ -67,39 +65,39 @@ def _nvlink(text: str) -> dict[str, Any]:
 
 
 NVIDIA_KINDS: list[Kind] = [
-    (
+    Kind(
         "nvidia-smi",
         lambda line: _TABLE.search(line) is not None,
         lambda text: _command(TABLE, ("nvidia-smi",), text),
     ),
-    (
+    Kind(
         "nvidia-smi -q",
         lambda line: LOG_TITLE in line,
         lambda text: _command(QUERY, ("nvidia-smi", "-q"), text),
     ),
-    (
+    Kind(
         "nvidia-smi -q -x",
         lambda line: _XML.search(line) is not None,
         lambda text: _command(XML, XML_ARGV, text),
     ),
-    ("nvidia-smi --query-gpu --format=csv", _is_csv_header, _csv),
-    (
+    Kind("nvidia-smi --query-gpu --format=csv", _is_csv_header, _csv),
+    Kind(
         "/proc/driver/nvidia/version",
         lambda line: _NVRM.search(line) is not None,
         lambda text: {"files": {PROC_VERSION: {"text": text}}},
     ),
-    (
+    Kind(
         "nvcc --version",
         lambda line: _NVCC.search(line) is not None,
         lambda text: _command(NVCC, ("nvcc", "--version"), text),
     ),
-    (
+    Kind(
         "nvidia-smi topo -m",
         is_matrix_header,
         lambda text: _command("nvidia-smi:topo", ("nvidia-smi", "topo", "-m"), text),
     ),
-    ("nvidia-smi nvlink", lambda line: GPU_HEADER.match(line) is not None, _nvlink),
-    (
+    Kind("nvidia-smi nvlink", lambda line: GPU_HEADER.match(line) is not None, _nvlink),
+    Kind(
         "kernel log (NVIDIA Xid)",
         lambda line: _XID.search(line) is not None,
         # Every Xid line opens a segment: each gets its own slot, the facts read them all.

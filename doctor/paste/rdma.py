@@ -48,6 +48,15 @@ class _Sysfs:
         self.dirs.setdefault(f"{base}/ports", set()).add(number)
         return f"{base}/ports/{number}"
 
+    def port_for(self, hca: str, port: str | None, entry: str) -> str:
+        """The port a per-port line belongs to: the current one, or, where no "port:" line
+        came first or the current port already has this entry (the output was grepped:
+        `ibv_devinfo | grep -E 'hca_id|state'`), the next one, numbered from 1 in order."""
+        if port is not None and f"{port}/{entry}" not in self.files:
+            return port
+        number = int(port.rsplit("/", 1)[1]) + 1 if port is not None else 1
+        return self.port(hca, str(number))
+
     def listed(self, folder: str, entry: str) -> None:
         self.dirs.setdefault(folder, set()).add(entry)
 
@@ -76,6 +85,11 @@ def _phys(name: str) -> str | None:
     return None
 
 
+def _link_layer(name: str) -> str:
+    """As sysfs names it: libibverbs before rdma-core printed "IB" for InfiniBand (mlx4 era)."""
+    return {"IB": "InfiniBand"}.get(name, name)
+
+
 def _value(line: str) -> tuple[str, str]:
     key, _, value = line.partition(":")
     return key.strip().lower(), value.strip()
@@ -97,16 +111,20 @@ def parse_ibstat(text: str) -> dict[str, Any]:
         key, value = _value(line)
         if key == "firmware version" and value:
             sysfs.files[f"{ROOT}/{hca}/fw_ver"] = value
-        elif port is None or not value:
+        elif not value:
             continue
         elif key == "state" and (state := _state(value)):
+            port = sysfs.port_for(hca, port, "state")
             sysfs.files[f"{port}/state"] = state
         elif key == "physical state" and (phys := _phys(value)):
+            port = sysfs.port_for(hca, port, "phys_state")
             sysfs.files[f"{port}/phys_state"] = phys
+        elif port is None:
+            continue
         elif key == "rate" and re.fullmatch(r"\d+(?:\.\d+)?", value):
             sysfs.files[f"{port}/rate"] = f"{value} Gb/sec"
         elif key == "link layer":
-            sysfs.files[f"{port}/link_layer"] = value
+            sysfs.files[f"{port}/link_layer"] = _link_layer(value)
     return sysfs.fragment()
 
 
@@ -141,14 +159,16 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
             sysfs.files[f"{ROOT}/{hca}/board_id"] = value
         elif key == "port" and value.isdigit():
             port = sysfs.port(hca, value)
-        elif port is None:
-            continue
         elif key == "state" and (state := _state(value.split()[0])):
+            port = sysfs.port_for(hca, port, "state")
             sysfs.files[f"{port}/state"] = state
         elif key == "phys_state" and (phys := _phys(value.split()[0])):
+            port = sysfs.port_for(hca, port, "phys_state")
             sysfs.files[f"{port}/phys_state"] = phys
+        elif port is None:
+            continue
         elif key == "link_layer":
-            sysfs.files[f"{port}/link_layer"] = value
+            sysfs.files[f"{port}/link_layer"] = _link_layer(value)
         elif key == "active_width" and (w := _WIDTH.match(value)):
             width[port] = int(w[1])
         elif key == "active_speed" and (s := _SPEED.match(value)):

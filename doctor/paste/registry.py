@@ -1,7 +1,7 @@
 """Every kind of output the paste reader understands, in the order a line is tried against them.
 
-Adding a kind is one entry in KINDS (a ``Kind(name, starts, parse)`` or a plain 3-tuple of the
-same) and, for docs/paste.md and the error line, one line in DESCRIPTIONS.
+Adding a kind is one ``Kind(name, starts, parse)`` entry in KINDS and, for docs/paste.md and the
+error line, one line in DESCRIPTIONS.
 """
 
 from __future__ import annotations
@@ -11,16 +11,13 @@ from doctor.paste.kind import Kind
 
 # Most specific first: an NCCL log line is tried before the looser shapes (`NAME=value`).
 KINDS: list[Kind] = [
-    Kind(*k)
-    for k in (
-        *amd.AMD_KINDS,  # before nvidia-smi topo -m: rocm-smi's GPU0 GPU1 ... header is not one
-        *nvidia.NVIDIA_KINDS,
-        *nccl.NCCL_KINDS,
-        *mpi.MPI_KINDS,
-        *net.NET_KINDS,
-        *rdma.RDMA_KINDS,
-        *env.ENV_KINDS,
-    )
+    *amd.AMD_KINDS,  # before nvidia-smi topo -m: rocm-smi's GPU0 GPU1 ... header is not one
+    *nvidia.NVIDIA_KINDS,
+    *nccl.NCCL_KINDS,
+    *mpi.MPI_KINDS,
+    *net.NET_KINDS,
+    *rdma.RDMA_KINDS,
+    *env.ENV_KINDS,
 ]
 DESCRIPTIONS: dict[str, str] = {
     **nvidia.DESCRIPTIONS,

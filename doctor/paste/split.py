@@ -33,8 +33,9 @@ FENCE = re.compile(r"^\s*(?:`{3,}[^`]*|~{3,}.*)$")
 
 HEAD_LINES = 5  # an XML declaration, a DOCTYPE and a comment before <nvidia_smi_log>
 
-# A bare "# ..." line is a comment people add to a paste, not root's prompt (no output here
-# begins a line with "# "); "root@gpu1:~# ibstat" is a prompt.
+# A bare "# ..." line is a comment people add to a paste, not root's prompt, unless a kind whose
+# output has such lines opens there or is open (Kind.hash_lines: nccl-tests); "root@gpu1:~#
+# ibstat" is a prompt.
 COMMENT = re.compile(r"^\s*#(?:\s|$)")
 
 
@@ -132,9 +133,16 @@ def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
     after_prompt = False  # the current segment began at a prompt and has no kind yet
     lines = [line[q.end() :] if (q := QUOTE.match(line)) else line for line in text.splitlines()]
     for number, line in enumerate(unindent(lines, kinds), 1):
-        if COMMENT.match(line):
+        # "# ..." is a comment, or root's prompt; not where it is a kind's output (nccl-tests
+        # prints "# nccl-tests version ...", "#  Rank  0 Group ..." lines).
+        hashed = line.lstrip().startswith("#")
+        output = hashed and (
+            (current.kind is not None and current.kind.hash_lines)
+            or _kind_of(line, kinds) is not None
+        )
+        if COMMENT.match(line) and not output:
             continue
-        prompt = PROMPT.match(line)
+        prompt = None if output else PROMPT.match(line)
         kind = None if prompt else _kind_of(line, kinds)
         if prompt:
             segments.append(current)

@@ -5,19 +5,23 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import sys
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from doctor import __version__
 from doctor.errors import UsageError
 from doctor.explain.engine import Explanation, context, findings
 from doctor.explain.source import LogReadError
-from doctor.jsonable import jsonable
+from doctor.jsonable import SCHEMA_VERSION, jsonable
 from doctor.model import Finding, Severity
-from doctor.report import SCHEMA_VERSION
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from doctor.explain.mapped import Mapped
+
+# rich is imported where text is made: `doctor explain --format json` has no use for it (20 ms
+# of a start-up that is a fifth of explaining a 200 MB log).
 _STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
 NO_SIGNATURE = "no known signature"
 
@@ -41,6 +45,8 @@ def render_explain_json(result: Explanation) -> str:
 
 
 def _finding_lines(index: int, f: Finding) -> list[Text]:
+    from rich.text import Text
+
     head = Text(f"{index:>2}. ")
     head.append(f"{str(f.severity).upper():<4}", style=_STYLE[f.severity])
     head.append(f" {f.summary}")
@@ -62,6 +68,8 @@ def _finding_lines(index: int, f: Finding) -> list[Text]:
 
 
 def _context_lines(doc: dict[str, Any]) -> list[Text]:
+    from rich.text import Text
+
     out = [Text(f"Read {doc['lines']} lines from {', '.join(doc['sources']) or 'nothing'}.")]
     if doc["hosts"]:
         out.append(Text(f"  hosts: {', '.join(doc['hosts'])}"))
@@ -77,7 +85,11 @@ def _context_lines(doc: dict[str, Any]) -> list[Text]:
 
 def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
     """What NCCL said it used: the job in one line, a sentence per node, each rank's detail."""
+    from rich.text import Text
+
     bits = [f"{nccl['library'] or 'NCCL'} {'/'.join(nccl['versions']) or '?'}"]
+    if nccl.get("version_printed_by"):
+        bits[0] += f" (its version line printed by {', '.join(nccl['version_printed_by'])})"
     if nccl["cuda"]:
         bits.append(f"cuda {nccl['cuda']}")
     if nccl["rocm"]:
@@ -91,6 +103,8 @@ def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
             "transports " + ", ".join(f"{t} x{n}" for t, n in sorted(nccl["transports"].items()))
         )
     out = [Text("  " + "; ".join(bits))]
+    for host, addresses in (nccl.get("shared_hostnames") or {}).items():
+        out.append(Text(f"  {host}: one hostname on several machines ({', '.join(addresses)})"))
     for node in nccl["nodes"]:
         out.append(Text(f"  {node['host']}: {node['summary']}"))
     for p in nccl["processes"]:
@@ -104,7 +118,8 @@ def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
         if p["ib_devices"]:
             nets.append("devices " + " ".join(p["ib_devices"]))
         if p["network"]:
-            nets.append(f"using {p['network']}")
+            guess = " (inferred)" if p.get("network_from") == "inferred" else ""
+            nets.append(f"using {p['network']}{guess}")
         if p["transports"]:
             nets.append("via " + ", ".join(f"{t} x{n}" for t, n in sorted(p["transports"].items())))
         if nets:
@@ -113,6 +128,8 @@ def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
 
 
 def render_explain_text(result: Explanation, console: Console) -> None:
+    from rich.text import Text
+
     doc = context(result)
     for line in _context_lines(doc):
         console.print(line)
@@ -133,20 +150,25 @@ def render_explain_text(result: Explanation, console: Console) -> None:
             console.print(line)
 
 
-def show_explanation(logs: list[str] | None, as_json: bool, out: Console) -> None:
-    """`doctor explain`: scan the logs (none: stdin), say on stderr what could not be read, and
-    show the result."""
+def show_explanation(
+    logs: list[str] | None,
+    as_json: bool,
+    out: Console | None,
+    ahead: dict[str, Mapped] | None = None,
+) -> None:
+    """`doctor explain`: scan the logs (none: stdin; ``ahead``: those searched already), say on
+    stderr what could not be read, and show the result (as JSON, or on ``out``)."""
     from doctor.explain.scan import explain
 
     if not logs and sys.stdin.isatty():
         raise UsageError("explain: name log files, or pipe a log into 'doctor explain -'")
     try:
-        result = explain(logs or ["-"])
+        result = explain(logs or ["-"], ahead=ahead)
     except LogReadError as exc:
         raise UsageError(str(exc)) from None
     for problem in result.errors:
         sys.stderr.write(f"doctor: {problem} (kept what was read before it)\n")
-    if as_json:
+    if as_json or out is None:
         sys.stdout.write(render_explain_json(result))
     else:
         render_explain_text(result, out)

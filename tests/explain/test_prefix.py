@@ -97,3 +97,65 @@ def test_strip(
 )
 def test_timestamps(stamp: str, when: float | None) -> None:
     assert strip_prefixes(stamp)[1].time == when
+
+
+E = 1732248491.5  # 2024-11-22 04:08:11.5 UTC
+
+
+# Each collector's wrapping, written from its documented format (tests/properties/wrappings.py
+# names the sources); what is peeled, and what the wrapping tells.
+@pytest.mark.parametrize(
+    ("line", "text", "fields"),
+    [
+        (
+            "\x1b[2m\x1b[36m(RayWorkerWrapper pid=5120, ip=10.0.0.7)\x1b[0m "
+            "n7:5120:5120 [3] NCCL INFO Using network IB\x1b[32m [repeated 14x across cluster] "
+            "(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log "
+            "deduplication, or see https://docs.ray.io/en/master/ray-observability/user-guides/"
+            "configure-logging.html#log-deduplication for more options.)\x1b[0m",
+            "NCCL INFO Using network IB",
+            {"host": "n7", "pid": 5120, "via": "10.0.0.7", "repeat": 14},
+        ),
+        ("(MyActor pid=480956) loss 0.5", "loss 0.5", {"pid": 480956}),
+        ("(raylet, ip=10.0.0.3) [2024-11-22 ...] oom", "[2024-11-22 ...] oom", {"via": "10.0.0.3"}),
+        (
+            "[pod/train-worker-1/pytorch] train-worker-1:88:88 [0] transport/net_ib.cc:123 "
+            "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4321> with error 12",
+            "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4321> with error 12",
+            {
+                "via": "train-worker-1",
+                "host": "train-worker-1",
+                "pid": 88,
+                "src": "transport/net_ib.cc",
+            },
+        ),
+        ("trainer-1  | step 3", "step 3", {"via": "trainer-1"}),
+        (
+            "2024-11-22T04:08:11+0000 gpu7 python3[812]: hello",
+            "hello",
+            {"host": "gpu7", "pid": 812, "time": E - 0.5},
+        ),
+        (
+            "1732248491.500000 gpu7 python3[812]: hello",
+            "hello",
+            {"host": "gpu7", "pid": 812, "time": E},
+        ),
+        ("Nov 22 04:08:11.123456 gpu7 kernel: NVRM: Xid", "NVRM: Xid", {"host": "gpu7"}),
+        ("<14>Nov 22 04:08:11 gpu7 train[9]: x", "x", {"host": "gpu7", "pid": 9}),
+        (
+            "<14>1 2024-11-22T04:08:11.5Z gpu7 train 9 - - x",
+            "x",
+            {"host": "gpu7", "pid": 9, "time": E},
+        ),
+        ("[1732248491.5] x", "x", {"time": E}),
+        ("1732248491 samples seen", "1732248491 samples seen", {}),  # a bare number: a message's
+        ("\x1b[1;31mCUDA error: out of memory\x1b[0m\r\n", "CUDA error: out of memory", {}),
+        ("\ufeff[1,2]<stderr>:x", "x", {"rank": 2}),
+    ],
+)
+def test_collector_wrappings(line: str, text: str, fields: dict[str, object]) -> None:
+    got, origin = strip_prefixes(line)
+    assert got == text
+    want = {"host": None, "pid": None, "rank": None, "time": None, "via": None, "src": None,
+            "repeat": 0, **fields}  # fmt: skip
+    assert origin._asdict() == want

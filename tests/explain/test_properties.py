@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from doctor.explain.engine import Scanner, context, findings
 from doctor.explain.nccl_log import MAX_PROCESSES, NcclLog
+from doctor.explain.prefix import Origin
 from doctor.explain.source import MAX_LINE, iter_blocks
 from doctor.render.explain import explain_json
 from tests.explain.fixtures import LOGS, body
@@ -80,7 +81,7 @@ def test_hostile_lines_stay_fast() -> None:
 def test_many_fake_processes_are_bounded() -> None:
     log = NcclLog()
     for pid in range(MAX_PROCESSES + 50):
-        log.feed("NCCL INFO Bootstrap: Using eth0:198.18.0.1<0>", "h", pid)
+        log.feed("NCCL INFO Bootstrap: Using eth0:198.18.0.1<0>", Origin("h", pid))
     assert len(log.processes) == MAX_PROCESSES and log.processes_dropped == 50
 
 

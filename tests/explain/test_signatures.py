@@ -22,6 +22,7 @@ EXPECTED = {
     "format/cuda-illegal-address.log": ["cuda.illegal_address"],
     "format/cuda-invalid-ordinal.log": ["cuda.invalid_device_ordinal"],
     "format/cuda-no-device.log": ["cuda.no_device"],
+    "format/cuda-peer-access.log": ["nccl.p2p.peer_access_failed", "cuda.peer_access"],
     "format/cuda-oom.log": ["cuda.oom", "torch.elastic.worker_failed"],
     "format/cuda-cublas-alloc.log": ["cuda.oom"],
     "format/kernel-xid.log": [
@@ -39,6 +40,7 @@ EXPECTED = {
         "torch.nccl.heartbeat_timeout",
     ],
     "format/horovod.log": ["horovod.no_common_interface", "horovod.shut_down"],
+    "format/horovod-p2p-same-hostname.log": ["nccl.p2p.ipc_failed", "nccl.result.cuda_error"],
     "format/nccl-connect-failed.log": ["nccl.socket.connect_failed"],
     "format/nccl-context-gpu.log": [],
     "format/nccl-gpu-duplicate.log": ["nccl.gpu.duplicate"],
@@ -131,6 +133,16 @@ EXPECTED = {
     "real/healthy-torchrun-two-agents.log": [],
     # c10d logs every refused attempt while the store's server is not up yet, then connects.
     "real/healthy-store-server-late.log": [],
+    # Real NCCL 2.28.9 on one GPU (tests/explain/capture/gpu_nccl.py): a rank alone, two ranks
+    # that NCCL_HOSTID makes two 'nodes' of one hostname over sockets; two ranks on one GPU.
+    "real/healthy-nccl-one-rank.log": [],
+    "real/healthy-nccl-two-hostids.log": [],
+    "real/healthy-nccl-two-hostids-default-subsys.log": [],
+    "real/nccl-duplicate-gpu.log": [
+        "nccl.gpu.duplicate",
+        "nccl.result.invalid_usage",
+        "torch.elastic.worker_failed",
+    ],
     # NCCL's INFO lines of every version range (what NCCL used, not what failed): no signature;
     # the reader's facts are tested in test_nccl_versions.py, their judgment in tests/checks.
     "nccl/rccl-roce.log": [],
@@ -154,6 +166,7 @@ FIRST = {
     # NCCL_DEBUG unset: the cause is only in the "Last error:" PyTorch appends.
     "format/torch-nccl-last-error.log": "nccl.socket.connect_failed",
     "format/torch-nccl-heartbeat.log": "torch.nccl.watchdog_timeout",
+    "format/horovod-p2p-same-hostname.log": "nccl.p2p.ipc_failed",
 }
 
 

@@ -54,10 +54,10 @@ def test_never_raises(text: str) -> None:
     parse_xid(text)
     with contextlib.suppress(TopoParseError):
         parse_topo_text(text)
-    for _, starts, parse in NVIDIA_KINDS:
+    for kind in NVIDIA_KINDS:
         for line in text.splitlines():
-            starts(line)
-        assert isinstance(parse(text), dict)
+            kind.starts(line)
+        assert isinstance(kind.parse(text), dict)
 
 
 def test_huge_and_undecodable_input_is_bounded() -> None:

@@ -33,17 +33,17 @@ def capture(*pastes: str) -> Capture:
     for paste in pastes:
         lines = paste.splitlines(True)
         opens = [
-            (i, kind) for i, line in enumerate(lines) for kind in NVIDIA_KINDS if kind[1](line)
+            (i, kind) for i, line in enumerate(lines) for kind in NVIDIA_KINDS if kind.starts(line)
         ]
-        for n, (i, (_, _, parse)) in enumerate(opens):
+        for n, (i, kind) in enumerate(opens):
             end = opens[n + 1][0] if n + 1 < len(opens) else len(lines)
-            for section, entries in parse("".join(lines[i:end])).items():
+            for section, entries in kind.parse("".join(lines[i:end])).items():
                 doc[section].update(entries)
     return Capture(doc)
 
 
 def kinds(paste: str) -> list[str]:
-    return [name for line in paste.splitlines() for name, starts, _ in NVIDIA_KINDS if starts(line)]
+    return [kind.name for line in paste.splitlines() for kind in NVIDIA_KINDS if kind.starts(line)]
 
 
 @pytest.mark.parametrize(

@@ -73,3 +73,28 @@ def test_the_nics_table_marks_a_guessed_kind() -> None:
     rows = {line.split()[0]: line.split()[1] for line in text.splitlines() if line[:2] == "  "}
     assert (rows["lo"], rows["eth0"], rows["net1"]) == ("loopback", "veth?", "physical?")
     assert "kind?: guessed from the name" in text
+
+
+def test_an_interface_s_kind_comes_from_evidence_never_physical_by_default() -> None:
+    # ifconfig in a pod: eth0 shows nothing of what it is, but Multus's net1 says this is a pod,
+    # whose eth0 is the pod network's; without net1 an eth0 is unknown, not a guessed NIC.
+    pod = pasted("written-ifconfig-pod.txt")
+    assert kinds(pod) == {
+        "lo": ("loopback", "text"),
+        "eth0": ("virtual", "name"),
+        "net1": ("physical", "name"),
+    }
+    alone = pod.split("\nlo:")[0] + "\n"
+    assert kinds(alone) == {"eth0": ("unknown", "text")}
+    assert classify("eth3", Evidence()) == IfKind("unknown")
+
+
+def test_ip_d_s_parent_bus_is_a_device() -> None:
+    # iproute2 5.x `ip -d link` prints the parent device of a NIC (or a VF) on a bus.
+    text = (
+        "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc mq state UP mode DEFAULT\n"
+        "    link/ether 0c:42:a1:5e:00:10 brd ff:ff:ff:ff:ff:ff promiscuity 0 minmtu 68 "
+        "maxmtu 9978 numtxqueues 64 numrxqueues 63 gso_max_size 65536 gso_max_segs 65535 "
+        "parentbus pci parentdev 0000:3b:00.0\n"
+    )
+    assert kinds(text) == {"eth0": ("physical", "text")}

@@ -1,0 +1,225 @@
+"""What explaining logs found: the signature hits, in the order things happened, and what the
+logs said of the job (NCCL's facts, hosts, ranks); the findings and context made of them.
+doctor/explain/engine.py fills an Explanation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from doctor.explain.catalogue import Signature
+from doctor.explain.nccl_log import NcclLog
+from doctor.explain.prefix import Origin
+from doctor.model import Finding, Fix, Severity
+
+MAX_EVIDENCE = 3
+MAX_EVIDENCE_CHARS = 300
+MAX_NAMES = 64  # hosts/ranks remembered per finding and in the context
+T = TypeVar("T", int, str)
+
+
+@dataclass
+class Hit:
+    """Where a signature was first seen, and how often after."""
+
+    signature: Signature
+    groups: dict[str, str]
+    origin: Origin
+    source: str  # file name
+    line_no: int
+    order: int  # global arrival order, across files
+    count: int = 0
+    evidence: list[tuple[str, int, str]] = field(default_factory=list)  # (file, line, text)
+    ranks: set[int] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+    awaits_stamp: bool = False  # first seen before any timestamp of its (file, rank)
+    # First seen on its file's first line, which no prefix started: maybe the tail of a line
+    # an excerpt cut (findings() judges it against how the file's other lines start).
+    on_first_line: bool = False
+
+    def add_evidence(self, source: str, line_no: int, said: str) -> None:
+        """Keep the first few distinct lines (a line repeated by every rank is kept once)."""
+        if len(self.evidence) < MAX_EVIDENCE and all(
+            not e.endswith(said) for _, _, e in self.evidence
+        ):
+            self.evidence.append((source, line_no, said))
+
+
+def add_names(into: set[T], names: Iterable[T]) -> None:
+    """Add to a set of hosts or ranks, which stops growing at MAX_NAMES."""
+    for name in sorted(names):
+        if name in into or len(into) < MAX_NAMES:
+            into.add(name)
+
+
+@dataclass
+class Explanation:
+    """Everything `doctor explain` learnt from its inputs."""
+
+    sources: list[str] = field(default_factory=list)
+    lines: int = 0
+    hits: dict[str, Hit] = field(default_factory=dict)
+    nccl: NcclLog = field(default_factory=NcclLog)
+    hosts: set[str] = field(default_factory=set)
+    ranks: set[int] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)  # files that could not be read (fully)
+    # Files whose first line no prefix starts while the lines after it are started by one: an
+    # excerpt that begins mid-line (looks_cut).
+    cut_first: set[str] = field(default_factory=set)
+
+    def cut_first_line(self, hit: Hit) -> bool:
+        """Whether a hit rests on its file's first line alone, and that line looks cut: the
+        tail of a line whose missing head may have said it was harmless ("..., trying ipv4")."""
+        return hit.on_first_line and hit.count == 1 and hit.source in self.cut_first
+
+    def ordered(self) -> list[Hit]:
+        """Hits in the order they happened: by timestamp when every hit has one, else by arrival."""
+        hits = list(self.hits.values())
+        if hits and all(h.origin.time is not None for h in hits):
+            return sorted(hits, key=lambda h: (h.origin.time, h.order))
+        return sorted(hits, key=lambda h: h.order)
+
+    def first_error(self) -> Hit | None:
+        """The earliest root-cause failure.
+
+        Consequences ('peer closed', 'unhandled system error') and the generic network messages
+        (any program's 'Connection refused') only count when nothing more specific was seen.
+        """
+        ordered = self.ordered()
+        for rank in (_specific, _primary, _any):
+            chosen = [h for h in ordered if rank(h)]
+            if chosen:
+                return chosen[0]
+        return None
+
+
+def _primary(hit: Hit) -> bool:
+    return not hit.signature.secondary and hit.signature.severity >= Severity.WARN
+
+
+def _specific(hit: Hit) -> bool:
+    return _primary(hit) and hit.signature.source != "any"
+
+
+def _any(hit: Hit) -> bool:
+    return True
+
+
+class _Fields(dict[str, str]):
+    """Template fields: a missing group reads as '?' rather than raising."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _fields(hit: Hit) -> _Fields:
+    g = _Fields(hit.groups)
+    # Patterns for several versions of one message use numbered aliases (reason2, ...).
+    if "reason" not in g and "reason2" in g:
+        g["reason"] = g["reason2"]
+    g["peer_text"] = f" (from {g['peer']})" if "peer" in g else ""
+    g["addr_text"] = f" (remote {g['addr']})" if "addr" in g else ""
+    g["dup_text"] = (
+        f": rank {g['a']} and rank {g['b']} on CUDA device {g['dev']}"
+        if "a" in g and "dev" in g
+        else ""
+    )
+    g["ver_text"] = f" ({g['va']} vs {g['vb']})" if "va" in g else ""
+    return g
+
+
+# What the identity.unique check says to do when machines collide in NCCL's host hash.
+IDENTITY_FIX = Fix(
+    "Give every machine its own hostname (NCCL's host hash is hostname + boot_id, or "
+    "NCCL_HOSTID when set): `doctor preflight --select identity.unique` names the nodes that "
+    "collide.",
+    (
+        "sudo hostnamectl set-hostname <unique-name>",
+        "doctor preflight -H <nodes> --select identity.unique",
+    ),
+)
+
+
+def to_finding(
+    hit: Hit, first: Hit | None, cut: bool = False, shared: dict[str, list[str]] | None = None
+) -> Finding:
+    """The Finding for one signature hit; a consequence points at the first failure. ``cut``:
+    the hit rests on an excerpt's cut first line alone, so it is no more than a warning.
+    ``shared``: hostnames the log shows on several machines, the likely cause of a failure that
+    NCCL's host-hash collisions produce (the identity.unique check's fix comes first)."""
+    sig = hit.signature
+    summary = sig.summary.format_map(_fields(hit))
+    where = hit.origin.label()
+    if where:
+        summary += f" [{where}]"
+    if cut:
+        summary += " (on the excerpt's first line alone, which looks cut: its start is not shown)"
+    fix = Fix(sig.fix.text, sig.fix.commands)
+    if sig.identity and shared:
+        named = "; ".join(f"{h} at {', '.join(a)}" for h, a in shared.items())
+        summary += f"; the job's hosts share a hostname ({named}): NCCL takes them for one host"
+        if IDENTITY_FIX.commands[0] not in fix.commands:
+            fix = Fix(f"{IDENTITY_FIX.text} {fix.text}", IDENTITY_FIX.commands + fix.commands)
+    if sig.secondary and first is not None and first is not hit:
+        label = first.origin.label()
+        summary += f"; first failure: {first.signature.code}" + (f" on {label}" if label else "")
+    nodes = tuple(sorted(hit.hosts))
+    data: dict[str, Any] = {
+        "count": hit.count,
+        "first_seen": f"{hit.source}:{hit.line_no}",
+        "meaning": sig.meaning,
+        "causes": list(sig.causes),
+        "link": sig.link,
+        "source": sig.source,
+        "secondary": sig.secondary,
+    }
+    if hit.ranks:
+        data["ranks"] = sorted(hit.ranks)
+    if hit.origin.time is not None:
+        data["time"] = hit.origin.time
+    if sig.identity and shared:
+        data["shared_hostnames"] = shared
+        data["related_check"] = "identity.unique"
+    return Finding(
+        code=sig.code,
+        severity=min(sig.severity, Severity.WARN) if cut else sig.severity,
+        summary=summary,
+        nodes=nodes,
+        evidence=tuple(f"{source}:{line_no}: {said}" for source, line_no, said in hit.evidence),
+        fix=fix,
+        data=data,
+        check="explain",
+    )
+
+
+def findings(result: Explanation) -> list[Finding]:
+    """Findings in the order things happened."""
+    first = result.first_error()
+    shared = result.nccl.shared_hostnames()
+    return [to_finding(h, first, result.cut_first_line(h), shared) for h in result.ordered()]
+
+
+def context(result: Explanation) -> dict[str, Any]:
+    """What the logs told about the job, whatever failed."""
+    first = result.first_error()
+    doc: dict[str, Any] = {
+        "sources": result.sources,
+        "lines": result.lines,
+        "hosts": sorted(result.hosts),
+        "ranks": sorted(result.ranks),
+        "first_error": None,
+    }
+    if first is not None:
+        doc["first_error"] = {
+            "code": first.signature.code,
+            "at": f"{first.source}:{first.line_no}",
+            "rank": first.origin.rank,
+            "host": first.origin.host,
+            "time": first.origin.time,
+        }
+    if not result.nccl.is_empty():
+        doc["nccl"] = result.nccl.to_json()
+    if result.errors:
+        doc["read_errors"] = result.errors
+    return doc

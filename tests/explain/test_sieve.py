@@ -1,0 +1,162 @@
+"""The sieve (doctor/explain/sieve.py) and the mapped read (mapped.py) change how fast a log is
+read, never what it says: the same findings, counts, line numbers and NCCL facts as reading every
+line of it in Python, whatever repeats, and however the file is read."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from doctor.explain import engine, parallel, sieve
+from doctor.explain import mapped as mapped_module
+from doctor.explain.catalogue import anchors
+from doctor.explain.engine import Explanation, Scanner
+from doctor.explain.mapped import WINDOW, Mapped, scan_mapped
+from doctor.explain.scan import explain
+from doctor.render.explain import explain_json
+from tests.explain.anchors import SIMD_LIMIT, choose, keywords
+from tests.explain.fixtures import LOGS, body
+
+CORPUS = [line for p in sorted(LOGS.glob("*/*.log")) for line in body(p).split(b"\n") if line]
+
+
+def said(result: Explanation) -> dict[str, Any]:
+    """The report, less when it was made and the file names it read (first_seen, evidence)."""
+    doc = explain_json(result)
+    del doc["created"]
+    sources = doc["context"].pop("sources")
+    text = json.dumps(doc)
+    for source in sources:
+        text = text.replace(json.dumps(source)[1:-1] + ":", "log:")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def every_line_read(data: bytes) -> Explanation:
+    """The scan with nothing remembered: every line holding an anchor is read in Python."""
+    scanner = Scanner()
+    scanner._seen.lines = _Forgetful()
+    scanner.feed_block(data, "log", 1)
+    return scanner.result
+
+
+class _Forgetful(dict):  # type: ignore[type-arg]
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
+def sieved(data: bytes) -> Explanation:
+    scanner = Scanner()
+    scanner.feed_block(data, "log", 1)
+    return scanner.result
+
+
+def test_the_stored_anchors_are_the_chosen_ones_and_few_enough() -> None:
+    words = keywords()
+    assert list(anchors()) == choose(words), "run: python -m tests.explain.anchors"
+    assert len(anchors()) <= SIMD_LIMIT
+    assert all(any(a in w for a in anchors()) for w in words)
+
+
+def test_a_keyword_no_stored_anchor_covers_is_its_own() -> None:
+    found = sieve.Sieve([b"CCL INFO", b"brand new keyword"], [b"CCL "])
+    assert found.anchors == (b"CCL ", b"brand new keyword")
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(CORPUS), st.integers(1, 4)), min_size=1, max_size=80).map(
+        lambda picks: b"\n".join(line for line, n in picks for _ in range(n)) + b"\n"
+    )
+)
+def test_lines_read_before_count_as_if_read_again(data: bytes) -> None:
+    """Repeated fixture lines (failures, NCCL version lines, Ray's repeated ones): skipping a
+    line read before changes no count, no line number and no fact."""
+    assert said(sieved(data)) == said(every_line_read(data))
+
+
+def test_the_corpus_many_times_over_reads_as_every_line_read() -> None:
+    data = (b"\n".join(CORPUS) + b"\n") * 5
+    assert said(sieved(data)) == said(every_line_read(data))
+
+
+def test_a_file_through_mmap_stdin_gzip_and_parts_says_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = (b"\n".join(CORPUS) + b"\n") * 3 + b"the last line has no newline"
+    monkeypatch.setattr(mapped_module, "WINDOW", 1 << 14)  # many windows: a head, then the rest
+    parts = []
+    scan_file = parallel.scan_file
+    monkeypatch.setattr(
+        parallel, "scan_file", lambda *a, **k: parts.append(k) or scan_file(*a, **k)
+    )
+    plain, packed = tmp_path / "job.log", tmp_path / "job.log.gz"
+    plain.write_bytes(data)
+    packed.write_bytes(gzip.compress(data))
+    mapped = said(explain([str(plain)]))
+    assert mapped == said(explain([str(packed)]))
+    assert mapped == said(every_line_read(data))
+    # Its head read here, the rest in parts on every CPU (as when the head shows it is worth it).
+    assert mapped == said(explain([str(plain)], parallel_from=len(data) // 3, worth=0.0))
+    assert parts and parts[0]["start"] > 0 and parts[0]["lines_before"] > 0
+    assert mapped["context"]["lines"] == data.count(b"\n") + 1
+
+
+def test_without_wc_the_lines_are_counted_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "job.log"
+    path.write_bytes(b"\n".join(CORPUS) + b"\n")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no wc on it
+    assert explain([str(path)]).lines == len(CORPUS)
+
+
+def test_a_line_longer_than_a_window_is_read_from_its_start(tmp_path: Path) -> None:
+    """A window cuts a line with no newline in it; its head is read, what lies past MAX_LINE of
+    it is not (as for a stream), and the lines after it keep their numbers."""
+    head = b"ssh: connect to host n2 port 22: Connection refused "
+    long = head + b"x" * (WINDOW + 100) + b" NVRM: Xid (PCI:0000:3b:00): 79, pid=1"
+    data = b"start\n" + long + b"\nrank 0: CUDA error: out of memory\n"
+    path = tmp_path / "long.log"
+    path.write_bytes(data)
+    result = explain([str(path)])
+    assert {h.signature.code: h.line_no for h in result.hits.values()} == {
+        "ssh.connect_failed": 2,
+        "cuda.oom": 3,
+    }
+    assert result.lines == 3
+    scanner = Scanner()
+    with path.open("rb") as handle:
+        part = Mapped(str(path), handle.fileno(), scanner.sieve, len(b"start\n"))
+        assert scan_mapped(scanner, part) == 2
+
+
+def test_the_quick_command_line_prints_what_the_full_one_does(tmp_path: Path) -> None:
+    """`doctor explain -f json FILE` skips the command-line library; with a config file in the
+    folder (which may change its defaults) it goes through it. Both print the same report."""
+    log = LOGS / "format" / "nccl-peer-closed.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def report(folder: Path) -> dict[str, Any]:
+        out = subprocess.run(
+            [sys.executable, "-m", "doctor", "explain", "-f", "json", str(log)],
+            cwd=folder, env=env, capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        doc = json.loads(out.stdout)
+        del doc["created"]
+        return doc
+
+    full = tmp_path / "configured"
+    full.mkdir()
+    (full / "doctor.toml").write_text("[explain]\n")
+    assert report(tmp_path) == report(full)
+    assert engine.Scanner is Scanner
