@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from doctor.explain.catalogue import catalogue
 from doctor.explain.engine import findings
 from doctor.explain.scan import explain
 from doctor.job.spread import JobResult, NodeRun
@@ -57,9 +58,13 @@ def job_explanation(result: JobResult, owners: dict[str, str]) -> dict[str, Any]
                 finding.code, {**jsonable(finding), "summary": summary, "nodes": []}
             )
             entry["nodes"].append(run.name)
+    # A cause before its consequences (a lost peer, workers stopped: the catalogue's secondary
+    # ones), then the node that failed first.
     order = {r.name: i for i, r in enumerate(failed)}
+    secondary = {s.code for s in catalogue() if s.secondary}
     known = sorted(
-        by_code.values(), key=lambda e: min(order.get(n, len(order)) for n in e["nodes"])
+        by_code.values(),
+        key=lambda e: (e["code"] in secondary, min(order.get(n, len(order)) for n in e["nodes"])),
     )
     return {
         "failed": [

@@ -109,6 +109,13 @@ EXPECTED = {
     "real/torch-dataloader-timeout.log": ["torch.dataloader.timeout"],
     "real/torch-share-memory-full.log": ["torch.shm.full"],
     "real/torch-shm-too-many-files.log": ["torch.shm.too_many_files"],
+    # The rank that received more than its buffer aborts; its peers then lose it.
+    "real/torch-gloo-size-mismatch.log": [
+        "gloo.size_mismatch",
+        "gloo.peer_lost",
+        "torch.elastic.worker_failed",
+        "torch.elastic.worker_sigterm",
+    ],
     # Rank 0 sees its peer vanish before torchrun's agent reports rank 1's death.
     "real/torchrun-worker-sigkill.log": [
         "gloo.peer_lost",
@@ -159,6 +166,7 @@ EXPECTED = {
 # What each captured failure must be blamed on (the first error), not only that it is found.
 FIRST = {
     "real/torch-dataloader-bus-error.log": "torch.dataloader.bus_error",
+    "real/torch-gloo-size-mismatch.log": "gloo.size_mismatch",
     "real/torchrun-worker-sigkill.log": "torch.elastic.worker_sigkill",
     "real/torchrun-worker-exception.log": "torch.elastic.worker_failed",
     "real/torchrun-worker-oom-killed.log": "torch.elastic.worker_sigkill",

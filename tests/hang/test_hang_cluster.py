@@ -271,3 +271,31 @@ def test_every_rank_in_one_collective_is_the_network_named_by_its_links(
     assert (
         "node3 no longer connects to the other nodes over TCP" in found["hang.symmetric"]["summary"]
     )
+
+
+def test_with_gloo_sizes_that_differ_fail_and_are_named_first(
+    clean: Cluster, tmp_path: Path
+) -> None:
+    """Gloo aborts the rank that receives more than its buffer: a failure, not a hang (NCCL's
+    hangs: tests/hang/test_gpu_captures.py), explained with the sizes before the peers lost."""
+    out = subprocess.run(
+        doctor_run(clean, tmp_path, "--mode", "size", "--rank", "3"),
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr[-3000:]
+    causes = [ln.split()[2] for ln in out.stderr.splitlines() if ln.startswith("doctor: cause: ")]
+    assert "gloo.size_mismatch" in causes, causes
+    assert causes.index("gloo.size_mismatch") < causes.index("gloo.peer_lost"), causes
+
+
+def test_with_gloo_a_killed_rank_fails_the_job_named_on_its_node(
+    clean: Cluster, tmp_path: Path
+) -> None:
+    """Gloo's peers see the killed rank's connections close: the job fails, and the kill is
+    named on the node it happened on."""
+    out = subprocess.run(
+        doctor_run(clean, tmp_path, "--mode", "kill", "--rank", "4"),
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert "doctor: cause: torch.elastic.worker_sigkill on node3:" in out.stderr

@@ -274,8 +274,21 @@ def plain_connect_refused() -> None:
     )
 
 
+def gloo_size_mismatch() -> None:
+    """torchrun, 3 Gloo workers: rank 0 allreduces 16 floats, the others 8 (tests/hang/job.py
+    --mode size --rank 0): the ranks that receive more than their buffer abort."""
+    job = str(Path(__file__).resolve().parents[2] / "hang" / "job.py")
+    argv = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "3", job, "--mode", "size"]
+    save(
+        "torch-gloo-size-mismatch.log",
+        "torchrun, 3 Gloo workers; rank 0 allreduces twice the elements of the others",
+        run([*argv, "--rank", "0"]),
+    )
+
+
 SCENARIOS = [
     plain_connect_refused,
+    gloo_size_mismatch,
     gloo_bogus_iface,
     gloo_op_timeout,
     store_connect_timeout,
