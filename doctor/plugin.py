@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from doctor.model import Finding, Fix, Missing
+from doctor.core.model import Finding, Fix, Missing
 
 if TYPE_CHECKING:
     from doctor.facts.cluster import ClusterFacts

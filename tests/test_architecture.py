@@ -17,25 +17,68 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("core", ("doctor.model", "doctor.errors", "doctor.units", "doctor.nodeset")),
-    ("core", ("doctor.jsonable", "doctor.flag", "doctor.files")),
-    ("inputs", ("doctor.inventory", "doctor.capture")),
-    ("transport", ("doctor.transport",)),
-    ("facts", ("doctor.facts", "doctor.topo", "doctor.nic", "doctor.explain", "doctor.paste")),
-    ("stages", ("doctor.probe", "doctor.collect", "doctor.stages", "doctor.allreduce")),
-    ("checks", ("doctor.plugin", "doctor.registry", "doctor.runner", "doctor.drift", "checks")),
-    ("report", ("doctor.report",)),
-    ("render", ("doctor.render", "doctor.redact", "doctor.output", "doctor.progress")),
-    ("render", ("doctor.reference",)),
-    ("pipeline", ("doctor.request", "doctor.pipeline", "doctor.connect", "doctor.captures")),
-    ("pipeline", ("doctor.baseline",)),
-    ("pipeline", ("doctor.prolog",)),
+    (
+        "core",
+        ("doctor.core.model", "doctor.core.errors", "doctor.core.units", "doctor.core.nodeset"),
+    ),
+    ("core", ("doctor.core.jsonable", "doctor.core.flag", "doctor.core.files")),
+    ("inputs", ("doctor.nodes.inventory", "doctor.core.capture")),
+    ("transport", ("doctor.nodes.transport",)),
+    (
+        "facts",
+        ("doctor.facts", "doctor.facts.topo", "doctor.nic", "doctor.explain", "doctor.paste"),
+    ),
+    (
+        "stages",
+        (
+            "doctor.stages.probe",
+            "doctor.stages.collect",
+            "doctor.stages",
+            "doctor.stages.allreduce",
+        ),
+    ),
+    (
+        "checks",
+        (
+            "doctor.plugin",
+            "doctor.judge.registry",
+            "doctor.judge.runner",
+            "doctor.judge.drift",
+            "checks",
+        ),
+    ),
+    ("report", ("doctor.judge.report",)),
+    (
+        "render",
+        ("doctor.render", "doctor.render.redact", "doctor.render.output", "doctor.render.progress"),
+    ),
+    ("render", ("doctor.render.reference",)),
+    (
+        "pipeline",
+        (
+            "doctor.pipeline.request",
+            "doctor.pipeline.steps",
+            "doctor.nodes.connect",
+            "doctor.pipeline.saved",
+        ),
+    ),
+    ("pipeline", ("doctor.pipeline.baseline",)),
+    ("pipeline", ("doctor.pipeline.prolog",)),
     ("pipeline", ("doctor.job",)),
-    ("cli", ("doctor.cli", "doctor.flags", "doctor.config", "doctor.main", "doctor.__main__")),
+    (
+        "cli",
+        (
+            "doctor.cli.app",
+            "doctor.cli.options",
+            "doctor.cli.config",
+            "doctor.cli.main",
+            "doctor.__main__",
+        ),
+    ),
 )
 ORDER = list(dict.fromkeys(name for name, _ in LAYERS))
 # The probe and the stacks agent ship to nodes as single files; the rest stays small.
-LONG_MODULES_ALLOWED = {"doctor/probe.py", "doctor/stages/stacks_agent.py"}
+LONG_MODULES_ALLOWED = {"doctor/stages/probe.py", "doctor/stages/stacks_agent.py"}
 MAX_LINES = 450
 
 

@@ -1,10 +1,10 @@
 """The command line: flags -> Request -> pipeline -> rendered report -> exit code.
 
 Every command is a plain function returning its exit code; what it runs is one Request to the
-pipeline (doctor/pipeline.py). Flags shared by several commands are declared once, on the
-request's dataclasses (doctor/request.py, doctor/output.py), and expanded here by ``options``.
-Each command imports what only it uses, so `doctor --version` or `doctor collect` never pays
-for the allreduce, the log reader or the renderers (tests/core/test_startup.py).
+pipeline (doctor/pipeline/steps.py). Flags shared by several commands are declared once, on the
+request's dataclasses (doctor/pipeline/request.py, doctor/render/output.py), and expanded here by
+``options``. Each command imports what only it uses, so `doctor --version` or `doctor collect` never
+pays for the allreduce, the log reader or the renderers (tests/core/test_startup.py).
 """
 
 from __future__ import annotations
@@ -20,14 +20,24 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from doctor import __version__
-from doctor.errors import (
+from doctor.cli.options import options
+from doctor.core.errors import (
     EXIT_OK,
     NodeUnavailable,
     UsageError,
 )
-from doctor.flags import options
 from doctor.job.settings import HangSettings, StacksSettings
-from doctor.output import (
+from doctor.pipeline.request import (
+    AllreduceSettings,
+    CheckSettings,
+    ProbeSettings,
+    Profile,
+    Request,
+    RunSettings,
+    StageSettings,
+    Targets,
+)
+from doctor.render.output import (
     Format,
     Formatting,
     OutputOptions,
@@ -39,22 +49,12 @@ from doctor.output import (
     stdout_console,
     ui,
 )
-from doctor.request import (
-    AllreduceSettings,
-    CheckSettings,
-    ProbeSettings,
-    Profile,
-    Request,
-    RunSettings,
-    StageSettings,
-    Targets,
-)
 
 if TYPE_CHECKING:
-    from doctor.connect import Reached
     from doctor.facts.node import NodeFacts
+    from doctor.judge.report import Report
+    from doctor.nodes.connect import Reached
     from doctor.plugin import CheckSpec
-    from doctor.report import Report
 
 app = typer.Typer(
     name="doctor",
@@ -82,7 +82,7 @@ def _checks(
 ) -> tuple[CheckSpec, ...]:
     """The registered checks, all or those selected (of ``plugins`` only, when named); a
     selection that matches none is misuse."""
-    from doctor.registry import load_checks, select
+    from doctor.judge.registry import load_checks, select
 
     try:
         return tuple(select(load_checks(plugins), include or (), exclude or ()))
@@ -92,20 +92,20 @@ def _checks(
 
 def _run(request: Request, reached: Reached | None = None) -> Report:
     """The pipeline, with live progress on stderr (on nodes already ``reached``, if given)."""
-    from doctor import pipeline
-    from doctor.progress import Progress
+    from doctor.pipeline import steps
+    from doctor.render.progress import Progress
 
     settings = ui()
     progress = Progress(stderr_console(), quiet=settings.quiet, verbose=settings.verbose)
     if reached is None:
-        return pipeline.run(request, progress)
-    return pipeline.run_connected(request, *reached, progress)
+        return steps.run(request, progress)
+    return steps.run_connected(request, *reached, progress)
 
 
 def _reaching(targets: Targets) -> AbstractContextManager[Reached]:
     """The nodes and their transport, to enter before the checks load: the SSH handshakes then
     go on while the checks and their facts are imported (0.1 s), not after."""
-    from doctor.connect import connect
+    from doctor.nodes.connect import connect
 
     return connect(targets)
 
@@ -127,7 +127,7 @@ def preflight(
 ) -> int:
     """Check this node (and, with hosts, every node) before launching training."""
     if prolog:
-        from doctor.prolog import run_prolog
+        from doctor.pipeline.prolog import run_prolog
 
         if not targets.local:
             raise UsageError("--prolog checks only this node: use it with --local")
@@ -182,7 +182,7 @@ def run_job(
         nics_section=True,
     )
     settings_ui = ui()
-    from doctor.progress import Progress
+    from doctor.render.progress import Progress
 
     progress = Progress(stderr_console(), quiet=settings_ui.quiet, verbose=settings_ui.verbose)
     report, verdict, result = run_command(
@@ -266,7 +266,7 @@ def baseline_save(
     ] = None,
 ) -> int:
     """Save this known-good node (or a saved capture of one) as the baseline for --baseline."""
-    from doctor.baseline import load_baseline, save_baseline
+    from doctor.pipeline.baseline import load_baseline, save_baseline
 
     try:
         facts = load_baseline(source) if source else _here("baseline", probe, _checks())
@@ -288,7 +288,7 @@ def collect(
 ) -> int:
     """Save raw captures (a support bundle); 'doctor analyze DIR' checks them later."""
     with _reaching(targets) as reached:
-        from doctor.captures import prepare, save_captures
+        from doctor.pipeline.saved import prepare, save_captures
 
         prepare(save_raw)
         request = Request("collect", targets=targets, probe=probe, checks=_checks(), judge=False)
@@ -335,9 +335,9 @@ def analyze(
 @command()
 def topo(probe: ProbeSettings, shown: TopoOptions) -> int:
     """GPU/NIC topology of this node: NVLink, PCIe distances, closest NIC per GPU."""
-    from doctor.model import Missing
+    from doctor.core.model import Missing
+    from doctor.facts.topo.view import view_from_file, view_of
     from doctor.render.topo import show_topology
-    from doctor.topo.view import view_from_file, view_of
 
     if shown.input_file is not None:
         view = view_from_file(shown.input_file)
@@ -367,7 +367,7 @@ def explain(
 @command(checks_app, "list")
 def checks_list(formatting: Formatting) -> int:
     """Every check with its id, scope, what it needs and the codes it can emit."""
-    from doctor.reference import check_list_json, check_list_text
+    from doctor.render.reference import check_list_json, check_list_text
 
     specs = _checks()
     text = check_list_json(specs) if formatting.fmt is Format.json else check_list_text(specs)
@@ -378,7 +378,7 @@ def checks_list(formatting: Formatting) -> int:
 @checks_app.command("reference")
 def checks_reference() -> int:
     """Every check code with its meaning and fix, as Markdown (docs/checks.md is this output)."""
-    from doctor.reference import render_reference
+    from doctor.render.reference import render_reference
 
     sys.stdout.write(render_reference(_checks()))
     return EXIT_OK

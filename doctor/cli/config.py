@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from doctor.errors import UsageError
-from doctor.files import read_bounded
+from doctor.core.errors import UsageError
+from doctor.core.files import read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib

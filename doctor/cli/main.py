@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from doctor.errors import (
+from doctor.core.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _say(line: str) -> None:
-    from doctor.output import stderr_console
+    from doctor.render.output import stderr_console
 
     stderr_console().print(line, markup=False)
 
@@ -77,8 +77,8 @@ def _say(line: str) -> None:
 def _run_app(argv: list[str] | None) -> int:
     import typer
 
-    from doctor.cli import app
-    from doctor.config import config_defaults
+    from doctor.cli.app import app
+    from doctor.cli.config import config_defaults
 
     rv = app(
         args=argv,
@@ -96,7 +96,7 @@ def _explain_quickly(args: list[str]) -> int | None:
     may change explain's defaults), goes through the full command line (None)."""
     if args[:1] != ["explain"]:
         return None
-    from doctor.config import find_config
+    from doctor.cli.config import find_config
 
     if find_config(Path.cwd()) is not None:
         return None
@@ -124,7 +124,7 @@ def _explain_quickly(args: list[str]) -> int | None:
     if fmt == "json":
         show_explanation(logs, True, None, ahead)
     else:
-        from doctor.output import stdout_console
+        from doctor.render.output import stdout_console
 
         show_explanation(logs, False, stdout_console(), ahead)
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""Typer options from Flag-annotated dataclasses (doctor/flag.py).
+"""Typer options from Flag-annotated dataclasses (doctor/core/flag.py).
 
 A command that takes ``targets: Targets`` gets one option per Flag-annotated field of Targets,
 and receives them back as one Targets value; the options are declared once, on the dataclass.
@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from doctor.flag import Flag
+from doctor.core.flag import Flag
 
 R = TypeVar("R")
 

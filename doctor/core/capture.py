@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.model import Missing, MissingKind
+from doctor.core.model import Missing, MissingKind
 
 _KINDS: dict[str, MissingKind] = {
     "absent": "absent",

@@ -7,7 +7,7 @@ import enum
 import json
 from typing import Any
 
-from doctor.model import Missing, Severity
+from doctor.core.model import Missing, Severity
 
 # The version of every JSON document the doctor writes (a report, `doctor explain --format json`).
 SCHEMA_VERSION = "1.1"  # 1.1: coverage of the sampled stages, the reachability protocol

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from doctor.core.model import Missing, NodeFailure
+from doctor.core.nodeset import is_address
 from doctor.facts.allreduce import AllreduceFacts
-from doctor.facts.mesh import SshMesh
-from doctor.facts.reach import Reachability
-from doctor.facts.stacks import StacksFacts
-from doctor.inventory import Node
-from doctor.model import Missing, NodeFailure
-from doctor.nodeset import is_address
+from doctor.facts.hang.stacks import StacksFacts
+from doctor.facts.network.mesh import SshMesh
+from doctor.facts.network.reach import Reachability
+from doctor.nodes.inventory import Node
 
 if TYPE_CHECKING:  # only named here: `doctor stacks` judges with no node's facts parsed
     from doctor.facts.node import NodeFacts

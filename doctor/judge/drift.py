@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator
 
+from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.nodeset import Split, compact, split_by_value
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
-from doctor.nodeset import Split, compact, split_by_value
 from doctor.plugin import Skip
 
 # One value compared across nodes, and the value of a node that has none of the thing compared

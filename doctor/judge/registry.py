@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
-from doctor.errors import PluginError
+from doctor.core.errors import PluginError
 from doctor.plugin import CheckSpec
 
 GROUP = "cluster_doctor.checks"

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor import __version__
-from doctor.errors import EXIT_FINDINGS, EXIT_OK
+from doctor.core.errors import EXIT_FINDINGS, EXIT_OK
+from doctor.core.jsonable import SCHEMA_VERSION, jsonable
+from doctor.core.model import CheckOutcome, Finding, Severity, Status
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
-from doctor.jsonable import SCHEMA_VERSION, jsonable
-from doctor.model import CheckOutcome, Finding, Severity, Status
 
 
 @dataclass

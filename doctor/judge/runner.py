@@ -6,9 +6,9 @@ import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 
+from doctor.core.model import CheckOutcome, Finding, Missing, Status, status_of
+from doctor.core.nodeset import name_peers
 from doctor.facts.cluster import ClusterFacts
-from doctor.model import CheckOutcome, Finding, Missing, Status, status_of
-from doctor.nodeset import name_peers
 from doctor.plugin import CheckSpec, Skip
 
 

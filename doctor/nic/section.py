@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.facts.net import AF_INET
-from doctor.model import Missing
+from doctor.core.model import Missing
+from doctor.facts.network.net import AF_INET
 from doctor.nic.choice import NicPlan
 from doctor.nic.frameworks import SocketChoice
 from doctor.nic.plan import agrees, cluster_recommendation

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from doctor.errors import UsageError
-from doctor.inventory import Node, build_inventory, local_node
-from doctor.request import Launcher, Targets
-from doctor.transport import BatchTransport, SshOptions, Transport
-from doctor.transport.exec import ExecPrefix, ExecTransport
-from doctor.transport.local import LocalTransport
-from doctor.transport.srun import in_allocation, slurm_nodes
+from doctor.core.errors import UsageError
+from doctor.nodes.inventory import Node, build_inventory, local_node
+from doctor.nodes.transport import BatchTransport, SshOptions, Transport
+from doctor.nodes.transport.exec import ExecPrefix, ExecTransport
+from doctor.nodes.transport.local import LocalTransport
+from doctor.nodes.transport.srun import in_allocation, slurm_nodes
+from doctor.pipeline.request import Launcher, Targets
 
 # The concurrency budget: nodes probed at once (and connected ahead of the probe), and the
 # ceiling of every stage's window (agents started, logins made at once), which grows to it only
@@ -37,7 +37,9 @@ def transport_for(nodes: list[Node], ssh: SshOptions) -> Iterator[Transport]:
     if all(n.local for n in nodes):
         yield LocalTransport()
         return
-    from doctor.transport.ssh import SshTransport  # paramiko (0.2 s) only when a node is remote
+    from doctor.nodes.transport.ssh import (
+        SshTransport,  # paramiko (0.2 s) only when a node is remote
+    )
 
     with SshTransport(ssh) as transport:
         transport.open(nodes, WORKERS)

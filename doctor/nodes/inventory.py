@@ -29,8 +29,8 @@ import hostlist
 if TYPE_CHECKING:
     import paramiko
 
-from doctor.errors import UsageError
-from doctor.files import read_bounded
+from doctor.core.errors import UsageError
+from doctor.core.files import read_bounded
 
 MAX_SLOTS = 1 << 16  # slots (ranks) one node may be given
 MAX_HOSTFILE = 16 << 20  # bytes: a million hosts fit

@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from doctor.capture import Capture, CaptureError
-from doctor.captures import MAX_CAPTURE
-from doctor.errors import UsageError
+from doctor.core.capture import Capture, CaptureError
+from doctor.core.errors import UsageError
+from doctor.core.files import read_bounded
+from doctor.core.jsonable import loads
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.files import read_bounded
-from doctor.jsonable import loads
+from doctor.pipeline.saved import MAX_CAPTURE
 
 
 def save_baseline(path: Path, raw: dict[str, Any]) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from doctor import pipeline
-from doctor.inventory import local_node
-from doctor.model import Finding, Severity
+from doctor.core.model import Finding, Severity
+from doctor.nodes.inventory import local_node
+from doctor.pipeline import steps
+from doctor.pipeline.request import ProbeSettings, Request, Targets
 from doctor.plugin import CheckSpec
-from doctor.request import ProbeSettings, Request, Targets
 
 # slurmd waits for the Prolog before the job starts; keep the probe's own deadline well inside
 # the 2 s a prolog may reasonably add to every job start.
@@ -44,7 +44,7 @@ def run_prolog(specs: list[CheckSpec], threshold: Severity, err: TextIO | None =
         checks=tuple(specs),
     )
     try:
-        report = pipeline.run(request)
+        report = steps.run(request)
         for failure in report.cluster.failures.values():
             err.write(f"cluster-doctor: {node.name}: cannot judge this node: {failure.summary}\n")
             return EXIT_HEALTHY

@@ -1,7 +1,7 @@
 """What one run of the pipeline is asked to do. Every command builds one Request.
 
 The settings users give on the command line are declared here, each field with its flag
-(doctor/flag.py), so a setting several commands share is declared once.
+(doctor/core/flag.py), so a setting several commands share is declared once.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
-from doctor.capture import Capture
-from doctor.errors import UsageError
+from doctor.core.capture import Capture
+from doctor.core.errors import UsageError
+from doctor.core.flag import flag
 from doctor.facts.allreduce import Deadlines, default_sizes
-from doctor.flag import flag
 from doctor.plugin import CheckSpec
 from doctor.stages.pairs import Sampling
 

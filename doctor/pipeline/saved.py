@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from doctor.errors import UsageError
+from doctor.core.errors import UsageError
+from doctor.core.files import write_whole
 from doctor.facts.cluster import ClusterFacts
-from doctor.files import write_whole
 
 MAX_CAPTURE = 64 << 20  # bytes: a probe capture is well under a megabyte
 

@@ -1,16 +1,16 @@
 """The one pipeline every command runs: request -> nodes -> probe -> stages -> facts -> checks.
 
-    inventory, transport   connect(request.targets)            doctor/connect.py
-    probe                  gather(...) on every node           doctor/collect.py
+    inventory, transport   connect(request.targets)            doctor/nodes/connect.py
+    probe                  gather(...) on every node           doctor/stages/collect.py
     parse                  parse_node(capture)                 doctor/facts/node.py
     cross-node stages      SSH mesh, TCP reachability          doctor/stages/
     derived facts          proven interfaces -> NIC plans      doctor/nic/plan.py
-    allreduce              a real allreduce, as facts          doctor/allreduce/stage.py
-    checks                 pure functions of ClusterFacts      checks/, doctor/runner.py
-    report                 one object; renderers read it       doctor/report.py
+    allreduce              a real allreduce, as facts          doctor/stages/allreduce/stage.py
+    checks                 pure functions of ClusterFacts      checks/, doctor/judge/runner.py
+    report                 one object; renderers read it       doctor/judge/report.py
 
 ClusterFacts is built once, at the end, from what each step returned; nothing changes it after.
-A command is a Request with some of these switched off (doctor/request.py).
+A command is a Request with some of these switched off (doctor/pipeline/request.py).
 """
 
 from __future__ import annotations
@@ -23,39 +23,39 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from doctor.baseline import load_baseline
-from doctor.capture import Capture
-from doctor.collect import gather
-from doctor.connect import WORKERS, connect
+from doctor.core.capture import Capture
+from doctor.core.model import Missing, NodeFailure
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts, nccl_used
-from doctor.facts.mesh import SshMesh
+from doctor.facts.network.mesh import SshMesh
+from doctor.facts.network.reach import Reachability
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.facts.reach import Reachability
-from doctor.inventory import Node
-from doctor.model import Missing, NodeFailure
+from doctor.judge.report import Report
+from doctor.judge.runner import run_checks
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import cluster_recommendation, with_plans, would_change
 from doctor.nic.section import nics_section
-from doctor.report import Report
-from doctor.request import AllreduceSettings, Request
-from doctor.runner import run_checks
+from doctor.nodes.connect import WORKERS, connect
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import BatchTransport, Transport
+from doctor.nodes.transport.exec import ExecTransport
+from doctor.nodes.transport.launchers import launcher_for
+from doctor.pipeline.baseline import load_baseline
+from doctor.pipeline.request import AllreduceSettings, Request
+from doctor.stages.collect import gather
 from doctor.stages.mesh import run_mesh
 from doctor.stages.pairs import Sampling
 from doctor.stages.reach import run_reach
-from doctor.transport import BatchTransport, Transport
-from doctor.transport.exec import ExecTransport
-from doctor.transport.launchers import launcher_for
 
 if TYPE_CHECKING:
-    from doctor.allreduce.stage import Job
+    from doctor.stages.allreduce.stage import Job
 
 NOT_TESTED = Missing("reachability not tested")
 NO_MESH = Missing("SSH mesh not run")
 
 
 class Watcher(Protocol):
-    """What the pipeline says as it goes; the CLI shows it on stderr (doctor/progress.py)."""
+    """What the pipeline says as it goes; the CLI shows it on stderr (doctor/render/progress.py)."""
 
     def probing(self, names: list[str]) -> None: ...
 
@@ -175,7 +175,7 @@ def _on_nodes(
     derived = derive(probed, reach)
     allreduce: AllreduceFacts | Missing = Missing("allreduce not run")
     if request.allreduce is not None:
-        from doctor.allreduce.stage import run_allreduce  # torch's workers: only when asked
+        from doctor.stages.allreduce.stage import run_allreduce  # torch's workers: only when asked
 
         job = job_for(request.allreduce, nodes, derived, python)
         allreduce = run_allreduce(job, launcher_for(transport))
@@ -270,7 +270,7 @@ def job_for(
     """The allreduce to run: the backend (auto: NCCL, or RCCL with a ROCm torch, where every node
     has a GPU), ranks, and the recommendation to try when the configured run's environment
     differs from it."""
-    from doctor.allreduce.stage import Job
+    from doctor.stages.allreduce.stage import Job
 
     gpus = gpu_counts(facts)
     backend = settings.backend

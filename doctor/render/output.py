@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from rich.console import Console
 
-from doctor.errors import EXIT_INTERRUPTED, UsageError
-from doctor.files import write_whole
-from doctor.flag import flag
-from doctor.model import Severity
+from doctor.core.errors import EXIT_INTERRUPTED, UsageError
+from doctor.core.files import write_whole
+from doctor.core.flag import flag
+from doctor.core.model import Severity
 
 if TYPE_CHECKING:
+    from doctor.judge.report import Report
     from doctor.render.terminal import Detail
-    from doctor.report import Report
 
 
 class Format(str, enum.Enum):
@@ -167,8 +167,8 @@ def emit(report: Report, opts: OutputOptions, text: bool = True) -> int:
     its own lines are the terminal's)."""
     # The renderers (rich tables, XML) load here, each only when its output is asked for:
     # commands that write no report never pay them.
-    from doctor.redact import Redactor
     from doctor.render.json_report import render_json
+    from doctor.render.redact import Redactor
     from doctor.render.terminal import render_text
 
     threshold = opts.threshold

@@ -16,13 +16,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from doctor.capture import Capture
-from doctor.model import NodeFailure
-from doctor.nodeset import compact
+from doctor.core.capture import Capture
+from doctor.core.model import NodeFailure
+from doctor.core.nodeset import compact
 
 
 class Progress:
-    """The pipeline's Watcher on a console (doctor/pipeline.py)."""
+    """The pipeline's Watcher on a console (doctor/pipeline/steps.py)."""
 
     def __init__(self, console: Console, *, quiet: bool = False, verbose: bool = False) -> None:
         self.console = console

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import hostlist
 
-from doctor.nodeset import compact, is_address
+from doctor.core.nodeset import compact, is_address
 
 if TYPE_CHECKING:
-    from doctor.report import Report
+    from doctor.judge.report import Report
 
 # A name is a whole token: not part of a longer word (``node1`` is not in ``node10``).
 _EDGE_BEFORE = r"(?<![A-Za-z0-9_])"

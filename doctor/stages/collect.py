@@ -10,18 +10,18 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any
 
-from doctor.capture import Capture, CaptureError
-from doctor.inventory import Node
-from doctor.jsonable import loads
-from doctor.model import NodeFailure
-from doctor.transport import BatchTransport, ExecResult, Transport
+from doctor.core.capture import Capture, CaptureError
+from doctor.core.jsonable import loads
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import BatchTransport, ExecResult, Transport
 
 # The probe answers by its own deadline; the transport waits a little longer for the bytes.
 TRANSPORT_GRACE = 5.0
 
 
 def probe_source() -> bytes:
-    return files("doctor").joinpath("probe.py").read_bytes()
+    return files("doctor.stages").joinpath("probe.py").read_bytes()
 
 
 # Interpreter discovery on a node (as Ansible does): the first of these that exists runs the probe.

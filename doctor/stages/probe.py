@@ -878,7 +878,7 @@ else:
                 "ecc_uncorrected_volatile": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 0),
                 "ecc_uncorrected_aggregate": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 1),
                 "ecc_corrected_volatile": call(pynvml.nvmlDeviceGetTotalEccErrors, h, 0, 0),
-                # Health (doctor/facts/gpu_health.py): enums and masks as NVML returns them.
+                # Health (doctor/facts/nvidia/gpu_health.py): enums and masks as NVML returns them.
                 "compute_mode": call(pynvml.nvmlDeviceGetComputeMode, h),
                 "mig_mode": call(pynvml.nvmlDeviceGetMigMode, h),
                 "pcie_gen": call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
@@ -1005,7 +1005,7 @@ PEER_SYMBOL = "ib_register_peer_memory_client"
 DMABUF_CONFIG = ("CONFIG_DMABUF_MOVE_NOTIFY", "CONFIG_PCI_P2PDMA")
 AMD_MARK = "@@cluster-doctor-amd@@"
 AMD_SMI_TIMEOUT = 10.0
-# The slots doctor/facts/amd_text.py reads (a pasted output lands in the same ones).
+# The slots doctor/facts/amd/text_output.py reads (a pasted output lands in the same ones).
 ROCM_SMI = "amd:rocm-smi"
 AMD_SMI_TREE = "amd:amd-smi-tree"
 AMD_SMI_TOPOLOGY = "amd:amd-smi-topology"

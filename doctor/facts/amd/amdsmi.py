@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.child import last_words, marked
-from doctor.facts.gpus import sysfs_bus_id
-from doctor.model import Missing
+from doctor.facts.nvidia.gpus import sysfs_bus_id
 
-# Must match AMD_MARK in doctor/probe.py.
+# Must match AMD_MARK in doctor/stages/probe.py.
 MARK = "@@cluster-doctor-amd@@"
 LINK_TYPES = {0: "internal", 1: "XGMI", 2: "PCIe"}
 PENDING = {1, "1", "AMDSMI_MEM_PAGE_STATUS_PENDING", "PENDING"}

@@ -1,12 +1,12 @@
-"""The AMD facts' shapes, whichever source filled them: sysfs (doctor/facts/amd.py) or pasted
-tool output (doctor/facts/amd_text.py)."""
+"""The AMD facts' shapes, whichever source filled them: sysfs (doctor/facts/amd/sysfs.py) or pasted
+tool output (doctor/facts/amd/text_output.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.facts.amd_smi import AmdSmi
-from doctor.model import Missing
+from doctor.core.model import Missing
+from doctor.facts.amd.amdsmi import AmdSmi
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,18 @@ from __future__ import annotations
 import posixpath
 import re
 
-from doctor.capture import Capture
-from doctor.facts.amd_smi import parse_amd_smi
-from doctor.facts.amd_text import amd_from_text, parse_text, text_links
-from doctor.facts.amd_types import AmdFacts, AmdGpu, KfdLink, KfdProcess, RasCount
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.amd.amdsmi import parse_amd_smi
+from doctor.facts.amd.model import AmdFacts, AmdGpu, KfdLink, KfdProcess, RasCount
+from doctor.facts.amd.text_output import amd_from_text, parse_text, text_links
 
 DRM = "/sys/class/drm"
 KFD = "/sys/class/kfd/kfd"
 AMD_VENDOR = "0x1002"
 IOLINK_TYPES = {2: "PCIe", 11: "XGMI"}
 XGMI_WEIGHT = 15
-# Must match AMD_PEER_MEMORY in doctor/probe.py: where RCCL looks for amdkfd peer memory.
+# Must match AMD_PEER_MEMORY in doctor/stages/probe.py: where RCCL looks for amdkfd peer memory.
 PEER_MEMORY = (
     "/sys/kernel/mm/memory_peers/amdkfd/version",
     "/sys/kernel/memory_peers/amdkfd/version",

@@ -18,13 +18,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from doctor.capture import Capture
-from doctor.facts import amd_json
-from doctor.facts.amd_types import AmdFacts, AmdGpu, KfdLink, RasCount
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.amd import json_output
+from doctor.facts.amd.model import AmdFacts, AmdGpu, KfdLink, RasCount
 
 # The capture slots the paste reader (doctor/paste/amd.py) fills, one per kind; the probe runs
-# amd-smi or rocm-smi into the same ones where sysfs cannot show the GPUs (doctor/probe.py).
+# amd-smi or rocm-smi into the same ones where sysfs cannot show the GPUs (doctor/stages/probe.py).
 ROCM_SMI = "amd:rocm-smi"
 AMD_SMI = "amd:amd-smi"  # `amd-smi` alone: the default table
 AMD_SMI_TREE = "amd:amd-smi-tree"  # list, static, metric... in the human (YAML-like) format
@@ -178,7 +178,7 @@ _JSON_TOPOLOGY = re.compile(
 
 
 def read_rocm_smi_json(text: str, out: TextFacts) -> None:
-    doc = amd_json.rocm_smi_cards(text) or {}
+    doc = json_output.rocm_smi_cards(text) or {}
     for key, values in doc.items():
         if not isinstance(values, dict):
             continue
@@ -248,9 +248,9 @@ def read_amd_smi_tree(text: str, out: TextFacts) -> None:
 
 
 def read_amd_smi_json(text: str, out: TextFacts) -> None:
-    for record in amd_json.records(text):
+    for record in json_output.records(text):
         _apply(record, out)
-    for a, b, kind, hops, weight in amd_json.links(text):
+    for a, b, kind, hops, weight in json_output.links(text):
         if BDF.fullmatch(a) and BDF.fullmatch(b):
             columns = [bus_id(a), bus_id(b)]
             i, j = _index_of(out, columns[0], columns), _index_of(out, columns[1], columns)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.facts.stacks import Frame, JobProcess
+from doctor.facts.hang.stacks import Frame, JobProcess
 
 LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen")
 

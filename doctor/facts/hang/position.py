@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.facts.stacks import Frame, JobProcess, Thread
+from doctor.facts.hang.stacks import Frame, JobProcess, Thread
 
 # torch.distributed's Python entry points: the frame in this file names the collective.
 C10D = ("torch/distributed/distributed_c10d.py", "torch/distributed/_functional_collectives.py")

@@ -1,6 +1,6 @@
-"""The shape of a hang, from every rank's position (doctor/facts/position.py), Flight Recorder
-(doctor/facts/flight.py) and RAS (doctor/facts/ras.py): who waits where, who is elsewhere, who
-called something else, who is gone, and which nodes said nothing.
+"""The shape of a hang, from every rank's position (doctor/facts/hang/position.py), Flight Recorder
+(doctor/facts/hang/flight.py) and RAS (doctor/facts/hang/ras.py): who waits where, who is elsewhere,
+who called something else, who is gone, and which nodes said nothing.
 
 A rank that enqueued a collective the device has not completed (Flight Recorder) waits in it
 even when its host thread is elsewhere (NCCL's collectives are asynchronous: the host blocks
@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from doctor.facts.flight import FlightView, compare
-from doctor.facts.position import Position, moved, position
-from doctor.facts.ras import RasView, read_ras
-from doctor.facts.stacks import JobProcess, StacksFacts
-from doctor.model import NodeFailure
+from doctor.core.model import NodeFailure
+from doctor.facts.hang.flight import FlightView, compare
+from doctor.facts.hang.position import Position, moved, position
+from doctor.facts.hang.ras import RasView, read_ras
+from doctor.facts.hang.stacks import JobProcess, StacksFacts
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 One ``JobProcess`` per rank (and per child of a rank, such as a DataLoader worker), with its
 Python threads innermost frame first, how it stood in /proc at the start and the end of the look,
 and what Flight Recorder and NCCL's RAS said where they were armed. Parsing only: where each rank
-is (doctor/facts/position.py) and the verdict (checks/hang.py) are elsewhere.
+is (doctor/facts/hang/position.py) and the verdict (checks/hang.py) are elsewhere.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.model import NodeFailure
+from doctor.core.model import NodeFailure
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class NodeStacks:
     processes: tuple[JobProcess, ...] = ()
     hidden: int = 0  # Python processes of other users, unreadable
     addresses: tuple[str, ...] = ()  # its IPv4 addresses (RAS names nodes by one of them)
-    ras: dict[str, Any] | None = None  # NCCL RAS's raw answer (doctor/facts/ras.py reads it)
+    ras: dict[str, Any] | None = None  # NCCL RAS's raw answer (doctor/facts/hang/ras.py reads it)
     errors: tuple[str, ...] = ()
 
 

@@ -8,14 +8,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.capture import Capture, CommandResult
-from doctor.facts.amd import rocm_roots
+from doctor.core.capture import Capture, CommandResult
+from doctor.core.model import Missing
+from doctor.facts.amd.sysfs import rocm_roots
 from doctor.facts.child import last_words, marked
 from doctor.facts.frameworks import torch_build
-from doctor.facts.nccl_names import decode_version
-from doctor.model import Missing
+from doctor.facts.nccl.names import decode_version
 
-# Must match NCCL_MARK in doctor/probe.py: the line the probe's child prints its result on.
+# Must match NCCL_MARK in doctor/stages/probe.py: the line the probe's child prints its result on.
 MARK = "@@cluster-doctor-nccl@@"
 # A pasted NCCL_DEBUG=INFO log (doctor/paste): the probe never writes this slot.
 LOG_SLOT = "nccl:debug_log"

@@ -1,6 +1,6 @@
 """How NCCL and the doctor's NCCL log summary name things, shared by the log readers
-(doctor/explain/) and what `doctor collect` loads (doctor/facts/nccl.py, checks/nccl_log.py),
-which must not import a log reader to get them (tests/core/test_startup.py)."""
+(doctor/explain/) and what `doctor collect` loads (doctor/facts/nccl/libraries.py,
+checks/nccl_log.py), which must not import a log reader to get them (tests/core/test_startup.py)."""
 
 from __future__ import annotations
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 
-from doctor.capture import Capture
-from doctor.facts.ifkind import Evidence, IfKind, classify
-from doctor.facts.netif import IfAddr, Interface, flag_bits
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.network.ifkind import Evidence, IfKind, classify
+from doctor.facts.network.netif import IfAddr, Interface, flag_bits
 
 # A pasted `ip -br addr` and/or `ip -br link` (doctor/paste/net.py): {ifname: what they show},
 # merged per interface when both were pasted.

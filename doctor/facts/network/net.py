@@ -6,10 +6,11 @@ import ipaddress
 import json
 from dataclasses import dataclass
 
-from doctor.capture import Capture
-from doctor.facts.ifkind import Evidence, classify
-from doctor.facts.ipaddr import ip_entries, ip_interfaces
-from doctor.facts.netif import (
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.network.ifkind import Evidence, classify
+from doctor.facts.network.ipaddr import ip_entries, ip_interfaces
+from doctor.facts.network.netif import (
     AF_INET,
     AF_INET6,
     ARPHRD_INFINIBAND,
@@ -20,7 +21,6 @@ from doctor.facts.netif import (
     Interface,
     flag_bits,
 )
-from doctor.model import Missing
 
 ROOT = "/sys/class/net"
 

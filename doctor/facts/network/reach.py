@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.core.jsonable import loads
 from doctor.facts.coverage import Coverage
-from doctor.jsonable import loads
 
 OK = "ok"
 # A pair whose worst status is one of these failed (tested again after the stage); the others

@@ -7,12 +7,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.child import last_words, marked
-from doctor.facts.smi import smi_versions
-from doctor.model import Missing
+from doctor.facts.nvidia.smi import smi_versions
 
-# Must match NVIDIA_MARK in doctor/probe.py.
+# Must match NVIDIA_MARK in doctor/stages/probe.py.
 MARK = "@@cluster-doctor-nvidia@@"
 PROC_VERSION = "/proc/driver/nvidia/version"
 SYS_VERSION = "/sys/module/nvidia/version"

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.facts.smi_tree import Entry, snake
+from doctor.facts.nvidia.smi_tree import Entry, snake
 
 # NVML throttle/clock-event reason bits (nvml.h nvmlClocksEventReason*), with the names
 # nvidia-smi -q prints once snake_cased (its XML adds a "clocks_event_reason_" prefix).

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.child import last_words
-from doctor.model import Missing
 
 XID_SLOT = "kernel:xid"
 XID_ARGV = ("dmesg",)

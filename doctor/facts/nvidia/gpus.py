@@ -7,11 +7,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.child import last_words
-from doctor.facts.driver import field as answer
-from doctor.facts.driver import nvidia_call
-from doctor.facts.gpu_health import (
+from doctor.facts.nvidia.driver import field as answer
+from doctor.facts.nvidia.driver import nvidia_call
+from doctor.facts.nvidia.gpu_health import (
     GpuHealth,
     compute_mode,
     ecc_counts,
@@ -22,10 +23,9 @@ from doctor.facts.gpu_health import (
     size,
     throttle_names,
 )
-from doctor.facts.smi import CSV, XML, smi_report
-from doctor.facts.smi_table import SmiTable, TableGpu
-from doctor.facts.smi_tree import Entry
-from doctor.model import Missing
+from doctor.facts.nvidia.smi import CSV, XML, smi_report
+from doctor.facts.nvidia.smi_table import SmiTable, TableGpu
+from doctor.facts.nvidia.smi_tree import Entry
 
 MIB = 1 << 20
 # The --query-gpu list of captures whose probe fell back to CSV (noheader, before `-q -x`): their

@@ -6,9 +6,9 @@ its own command slot (doctor/paste/nvidia.py). The fullest report wins.
 
 from __future__ import annotations
 
-from doctor.capture import Capture, CommandResult
-from doctor.facts.smi_table import SmiTable, parse_table
-from doctor.facts.smi_tree import Entry, parse_query_text, parse_query_xml
+from doctor.core.capture import Capture, CommandResult
+from doctor.facts.nvidia.smi_table import SmiTable, parse_table
+from doctor.facts.nvidia.smi_tree import Entry, parse_query_text, parse_query_xml
 
 XML = "nvidia-smi:xml"  # nvidia-smi -q -x
 QUERY = "nvidia-smi:query"  # nvidia-smi -q

@@ -1,5 +1,5 @@
 """`nvidia-smi nvlink -s` (link state and speed) and `-e` (error counters) as the NVLink facts the
-NVML path gives (doctor/topo/nvml.py), for a node seen through pasted text.
+NVML path gives (doctor/facts/topo/nvml.py), for a node seen through pasted text.
 
 Both print, per GPU, a header ``GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)`` and then one line
 per link: ``Link 0: 26.562 GB/s`` or ``Link 3: <inactive>`` for ``-s``; ``Link 0: Replay Errors:
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from doctor.topo.nvml import NvmlGpu
+from doctor.facts.topo.nvml import NvmlGpu
 
 STATUS_SLOT = "nvidia-smi:nvlink-status"
 ERRORS_SLOT = "nvidia-smi:nvlink-errors"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from doctor.topo.matrix import GPU_NAME, KNOWN_COLUMNS, Topology, is_label, legend
+from doctor.facts.topo.matrix import GPU_NAME, KNOWN_COLUMNS, Topology, is_label, legend
 
 ANSI = re.compile(r"\x1b?\[[0-9;]*m")
 NIC_ALIAS = re.compile(r"NIC\d+")

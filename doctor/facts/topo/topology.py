@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from doctor.capture import Capture
-from doctor.facts.amd import parse_amd
-from doctor.facts.amd_types import AmdFacts
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.amd.model import AmdFacts
+from doctor.facts.amd.sysfs import parse_amd
 from doctor.facts.pci import PciDevice, parse_pci
-from doctor.model import Missing
-from doctor.topo.matrix import KNOWN_COLUMNS, Topology, xgmi_label
-from doctor.topo.nvml import (
+from doctor.facts.topo.matrix import KNOWN_COLUMNS, Topology, xgmi_label
+from doctor.facts.topo.nvml import (
     NVSWITCH_CLASS,
     NvmlGpu,
     NvmlShapeError,
@@ -21,9 +21,9 @@ from doctor.topo.nvml import (
     parse_nvml_gpus,
     pcie_label,
 )
-from doctor.topo.pcitree import PciPlace, pci_label, place_from_realpath
-from doctor.topo.smi_nvlink import ERRORS_SLOT, STATUS_SLOT, nvlink_gpus
-from doctor.topo.smi_text import TopoParseError, parse_topo_text
+from doctor.facts.topo.pcitree import PciPlace, pci_label, place_from_realpath
+from doctor.facts.topo.smi_nvlink import ERRORS_SLOT, STATUS_SLOT, nvlink_gpus
+from doctor.facts.topo.smi_text import TopoParseError, parse_topo_text
 
 PCI_ROOT = "/sys/bus/pci/devices"
 NET_ROOT = "/sys/class/net"

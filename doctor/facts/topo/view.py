@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doctor.capture import Capture, CaptureError
-from doctor.errors import UsageError
-from doctor.facts.topo import TopoFacts, parse_topo
-from doctor.jsonable import loads
-from doctor.model import Missing
-from doctor.topo.matrix import Topology, closeness, nccl_path
-from doctor.topo.smi_text import TopoParseError, parse_topo_text
+from doctor.core.capture import Capture, CaptureError
+from doctor.core.errors import UsageError
+from doctor.core.jsonable import loads
+from doctor.core.model import Missing
+from doctor.facts.topo.matrix import Topology, closeness, nccl_path
+from doctor.facts.topo.smi_text import TopoParseError, parse_topo_text
+from doctor.facts.topo.topology import TopoFacts, parse_topo
 
 # NCCL's default NCCL_NET_GDR_LEVEL (src/graph/paths.cc ncclTopoCheckGdr): GPUDirect RDMA is used
 # only when the GPU-NIC path is PXB or closer.

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from doctor.inventory import Node
-from doctor.model import NodeFailure
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
 
 
 @dataclass(frozen=True)

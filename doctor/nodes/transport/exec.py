@@ -13,12 +13,12 @@ import shlex
 import shutil
 from dataclasses import dataclass
 
-from doctor.errors import UsageError
-from doctor.inventory import Node
-from doctor.model import NodeFailure
-from doctor.transport import ExecResult
-from doctor.transport.launch import LocalLauncher, Process
-from doctor.transport.local import LocalTransport
+from doctor.core.errors import UsageError
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import ExecResult
+from doctor.nodes.transport.launch import LocalLauncher, Process
+from doctor.nodes.transport.local import LocalTransport
 
 HOLE = "{node}"
 

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from doctor.inventory import Node
-from doctor.jsonable import loads
-from doctor.transport.local import spawn
+from doctor.core.jsonable import loads
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.local import spawn
 
 # Reads exactly the program's source from stdin and runs it; what stays on stdin is the lifeline
 # (and, for stage agents, the controller's word to go). The name shows in the process table.

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from doctor.transport import BatchTransport, Transport
-from doctor.transport.exec import ExecLauncher, ExecTransport
-from doctor.transport.launch import Launcher, LocalLauncher
-from doctor.transport.local import LocalTransport
-from doctor.transport.srun import SrunTransport
+from doctor.nodes.transport import BatchTransport, Transport
+from doctor.nodes.transport.exec import ExecLauncher, ExecTransport
+from doctor.nodes.transport.launch import Launcher, LocalLauncher
+from doctor.nodes.transport.local import LocalTransport
+from doctor.nodes.transport.srun import SrunTransport
 
 
 def launcher_for(transport: Transport | BatchTransport) -> Launcher:
@@ -17,9 +17,9 @@ def launcher_for(transport: Transport | BatchTransport) -> Launcher:
     if isinstance(transport, ExecTransport):
         return ExecLauncher(transport.prefix)
     if isinstance(transport, SrunTransport):
-        from doctor.transport.srun_launch import SrunLauncher
+        from doctor.nodes.transport.srun_launch import SrunLauncher
 
         return SrunLauncher()
-    from doctor.transport.ssh_launch import SshLauncher
+    from doctor.nodes.transport.ssh_launch import SshLauncher
 
     return SshLauncher(transport)  # type: ignore[arg-type]

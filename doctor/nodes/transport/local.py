@@ -8,9 +8,9 @@ import subprocess
 import time
 from collections.abc import Mapping
 
-from doctor.inventory import Node
-from doctor.model import NodeFailure
-from doctor.transport import ExecResult
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import ExecResult
 
 
 def spawn(argv: list[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:

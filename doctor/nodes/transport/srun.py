@@ -28,12 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 
-from doctor.errors import UsageError
-from doctor.inventory import Node
-from doctor.model import NodeFailure
-from doctor.transport import ExecResult
-from doctor.transport.local import spawn
-from doctor.transport.srun_task import TAG
+from doctor.core.errors import UsageError
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import ExecResult
+from doctor.nodes.transport.local import spawn
+from doctor.nodes.transport.srun_task import TAG
 
 # Seconds srun gets on top of the command's own deadline: step creation and launch on all nodes.
 LAUNCH_GRACE = 10.0
@@ -49,7 +49,7 @@ USABLE_STATES = {"idle", "mix"}
 
 
 def task_source() -> str:
-    return files("doctor.transport").joinpath("srun_task.py").read_text()
+    return files("doctor.nodes.transport").joinpath("srun_task.py").read_text()
 
 
 def in_allocation(env: Mapping[str, str]) -> bool:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-from doctor.inventory import Node
-from doctor.transport.launch import LocalLauncher, LocalProcess, Process
-from doctor.transport.srun import end_step, job_name, slurm_tool, step_options
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import LocalLauncher, LocalProcess, Process
+from doctor.nodes.transport.srun import end_step, job_name, slurm_tool, step_options
 
 # Seconds a step may wait for its node when srun must make an allocation of its own.
 STEP_TIMEOUT = 60.0

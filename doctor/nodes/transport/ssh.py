@@ -21,10 +21,10 @@ from pathlib import Path
 
 import paramiko
 
-from doctor.inventory import Node
-from doctor.model import NodeFailure
-from doctor.transport import ExecResult, SshOptions
-from doctor.transport.known_hosts import KnownHosts
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import ExecResult, SshOptions
+from doctor.nodes.transport.known_hosts import KnownHosts
 
 # Written first on stderr by the remote wrapper: the pid of the session leader, so that a command
 # that outlives its deadline can be killed on the node with its whole process group.

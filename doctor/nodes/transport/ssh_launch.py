@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import paramiko
 
-from doctor.inventory import Node
-from doctor.model import NodeFailure
-from doctor.transport.launch import CHUNK, KILL_WAIT, Process
-from doctor.transport.ssh import SshTransport, remote_command, send_stdin, split_pid
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import CHUNK, KILL_WAIT, Process
+from doctor.nodes.transport.ssh import SshTransport, remote_command, send_stdin, split_pid
 
 
 class SshProcess:

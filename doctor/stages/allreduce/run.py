@@ -11,7 +11,7 @@ from importlib.resources import files
 from typing import Any
 
 from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
-from doctor.transport.launch import Event, Launcher, Worker, boot_args, start
+from doctor.nodes.transport.launch import Event, Launcher, Worker, boot_args, start
 
 POLL = 0.05
 # Environment variables every rank reports at launch, so "as configured" is seen, not assumed.
@@ -32,7 +32,7 @@ GRACE = 2.0
 
 
 def worker_source() -> bytes:
-    return files("doctor.allreduce").joinpath("worker.py").read_bytes()
+    return files("doctor.stages.allreduce").joinpath("worker.py").read_bytes()
 
 
 def worker_argv(python: str, source: bytes, spec: dict[str, Any]) -> list[str]:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from doctor.allreduce.run import run_plan
 from doctor.explain.engine import Explanation, Scanner
 from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank, RunResult
-from doctor.inventory import Node
-from doctor.transport.launch import Launcher
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import Launcher
+from doctor.stages.allreduce.run import run_plan
 
 # Variables whose first name is an interface the rendezvous can use, in order of preference.
 IFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
