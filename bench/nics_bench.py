@@ -20,8 +20,9 @@ from bench.installed import compile_bytecode
 from doctor.judge.registry import load_checks, select
 from doctor.judge.runner import run_checks
 from doctor.nic.section import nics_section
+from doctor.nodes.targets import Targets
 from doctor.pipeline import steps as pipeline
-from doctor.pipeline.request import Request, Targets
+from doctor.pipeline.request import Request
 
 
 def summary(samples: list[float]) -> dict[str, float]:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.facts.gpu import Gpu
 from doctor.facts.node import NodeFacts
-from doctor.facts.nvidia.gpus import Gpu
 from doctor.plugin import Skip, need, node_check
 
 MIB = 1 << 20

@@ -82,24 +82,3 @@ def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict
         asked = ", ".join([*(f"{x} on" for x in voice.get("on", ())), *voice.get("off", ())])
         where = f"allreduce {run.label}" + (f" ({asked})" if asked else "")
         yield where, run.nccl, {r.host: r.node for r in run.ranks if r.host}
-
-
-def nccl_used(cluster: ClusterFacts) -> list[dict[str, Any]]:
-    """Per node, what NCCL said it used (a given log, the allreduce's ranks' logs) beside what
-    the doctor predicts: the report's "nccl" section; empty where NCCL said nothing."""
-    from doctor.nic.choice import NicPlan  # the probed nodes' plans: not `doctor stacks`
-
-    rows = []
-    for where, doc, node_of in nccl_logs(cluster):
-        for use in doc["nodes"]:
-            node = node_of.get(use["host"], use["host"])
-            facts = cluster.nodes.get(node)
-            plan = facts.nic if facts is not None else None
-            predicted = "nothing: the node's interfaces are not known"
-            if isinstance(plan, NicPlan):
-                bootstrap, network = plan.predicted()
-                predicted = f"NET/{network}, bootstrap {bootstrap or 'none'}"
-            rows.append(
-                {"node": node, "source": where, "used": use["summary"], "predicted": predicted}
-            )
-    return rows

@@ -11,8 +11,7 @@ from doctor.core.model import Missing
 from doctor.facts.amd.amdsmi import SmiGpu
 from doctor.facts.amd.model import AmdFacts, AmdGpu
 from doctor.facts.amd.sysfs import parse_amd
-from doctor.facts.nvidia.gpu_health import GpuHealth, GpuProcess
-from doctor.facts.nvidia.gpus import Gpu, GpuFacts
+from doctor.facts.gpu import Gpu, GpuFacts, GpuHealth, GpuProcess
 from doctor.facts.nvidia.gpus import parse_gpus as parse_nvidia_gpus
 
 

@@ -11,6 +11,7 @@ from doctor.core.model import Missing
 from doctor.facts.amd.model import AmdFacts
 from doctor.facts.amd.sysfs import parse_amd
 from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.gpu_vendors import parse_gpus
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.mpi import MpiFacts, parse_mpi
@@ -20,7 +21,6 @@ from doctor.facts.network.peers import PeerFacts, parse_peers
 from doctor.facts.network.rdma import RdmaFacts, parse_rdma
 from doctor.facts.nvidia.driver import DriverFacts, parse_driver
 from doctor.facts.nvidia.gpu_host import GpuHostFacts, parse_gpu_host
-from doctor.facts.nvidia.gpus import GpuFacts
 from doctor.facts.pci import PciDevice, parse_pci
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.facts.topo.topology import TopoFacts, parse_topo

@@ -36,11 +36,12 @@ from doctor.nic.choice import NicPlan
 from doctor.nic.plan import subnets
 from doctor.nodes.connect import connect
 from doctor.nodes.inventory import Node, local_node
+from doctor.nodes.targets import Targets
 from doctor.nodes.transport import BatchTransport, Transport
 from doctor.nodes.transport.launch import LocalLauncher
 from doctor.nodes.transport.launchers import launcher_for
 from doctor.nodes.transport.local import LocalTransport
-from doctor.pipeline.request import Profile, Request, RunSettings, StageSettings, Targets
+from doctor.pipeline.request import Profile, Request, RunSettings, StageSettings
 from doctor.pipeline.steps import Watcher, run_connected
 from doctor.stages.pairs import Sampling
 

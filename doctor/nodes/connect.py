@@ -9,11 +9,11 @@ from dataclasses import replace
 
 from doctor.core.errors import UsageError
 from doctor.nodes.inventory import Node, build_inventory, local_node
+from doctor.nodes.targets import Launcher, Targets
 from doctor.nodes.transport import BatchTransport, SshOptions, Transport
 from doctor.nodes.transport.exec import ExecPrefix, ExecTransport
 from doctor.nodes.transport.local import LocalTransport
 from doctor.nodes.transport.srun import in_allocation, slurm_nodes
-from doctor.pipeline.request import Launcher, Targets
 
 # The concurrency budget: nodes probed at once (and connected ahead of the probe), and the
 # ceiling of every stage's window (agents started, logins made at once), which grows to it only

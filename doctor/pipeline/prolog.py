@@ -13,8 +13,9 @@ from typing import TextIO
 
 from doctor.core.model import Finding, Severity
 from doctor.nodes.inventory import local_node
+from doctor.nodes.targets import Targets
 from doctor.pipeline import steps
-from doctor.pipeline.request import ProbeSettings, Request, Targets
+from doctor.pipeline.request import ProbeSettings, Request
 from doctor.plugin import CheckSpec
 
 # slurmd waits for the Prolog before the job starts; keep the probe's own deadline well inside

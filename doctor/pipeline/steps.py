@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from doctor.core.capture import Capture
 from doctor.core.model import Missing, NodeFailure
 from doctor.facts.allreduce import AllreduceFacts
-from doctor.facts.cluster import ClusterFacts, nccl_used
+from doctor.facts.cluster import ClusterFacts
 from doctor.facts.network.mesh import SshMesh
 from doctor.facts.network.reach import Reachability
 from doctor.facts.node import NodeFacts, parse_node
@@ -34,7 +34,7 @@ from doctor.judge.report import Report
 from doctor.judge.runner import run_checks
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import cluster_recommendation, with_plans, would_change
-from doctor.nic.section import nics_section
+from doctor.nic.section import nccl_used, nics_section
 from doctor.nodes.connect import WORKERS, connect
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport import BatchTransport, Transport

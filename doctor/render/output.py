@@ -46,21 +46,6 @@ class TopoFormat(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class TopoOptions:
-    input_file: Annotated[
-        Path | None,
-        flag(
-            "--input",
-            "-i",
-            help="Read a saved 'nvidia-smi topo -m' output (or a 'doctor collect' capture).",
-        ),
-    ] = None
-    fmt: Annotated[
-        TopoFormat, flag("--format", "-f", help="text, json, or plain (nvidia-smi layout).")
-    ] = TopoFormat.text
-
-
-@dataclass(frozen=True)
 class OutputOptions:
     """Where every report command writes its report, and what makes it exit 1."""
 

@@ -15,8 +15,8 @@ from doctor.core.capture import Capture
 from doctor.core.model import Missing
 from doctor.facts.amd.model import AmdFacts
 from doctor.facts.amd.sysfs import bad_page_flags, parse_amd, pcie_gen, properties
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.facts.nvidia.gpus import GpuFacts
 from tests.amdtree import AmdNode, bdf, write_amd_node
 from tests.conftest import run_probe
 

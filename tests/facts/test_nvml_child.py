@@ -16,8 +16,9 @@ from pathlib import Path
 
 from capturekit import overlay, raw_capture
 
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.nvidia.driver import DriverFacts, parse_driver
-from doctor.facts.nvidia.gpus import GpuFacts, parse_gpus
+from doctor.facts.nvidia.gpus import parse_gpus
 from doctor.stages import probe
 
 FAKE_PYNVML = '''

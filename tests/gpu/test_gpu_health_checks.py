@@ -8,9 +8,8 @@ import pytest
 
 from checks import gpu_health as gh
 from doctor.core.model import Missing, Status
-from doctor.facts.nvidia.gpu_health import GpuHealth, GpuProcess
+from doctor.facts.gpu import Gpu, GpuFacts, GpuHealth, GpuProcess
 from doctor.facts.nvidia.gpu_host import GpuHostFacts, XidEvent
-from doctor.facts.nvidia.gpus import Gpu, GpuFacts
 from doctor.judge.runner import run_checks
 from tests import factkit as fk
 

@@ -12,10 +12,11 @@ import pytest
 
 from doctor.core.capture import Capture
 from doctor.core.model import Missing
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.node import parse_node
 from doctor.facts.nvidia.driver import DriverFacts, parse_driver
 from doctor.facts.nvidia.gpu_host import parse_gpu_host
-from doctor.facts.nvidia.gpus import GpuFacts, parse_gpus
+from doctor.facts.nvidia.gpus import parse_gpus
 from doctor.facts.topo.smi_text import parse_topo_text
 from doctor.paste.nvidia import NVIDIA_KINDS
 

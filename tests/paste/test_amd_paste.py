@@ -11,8 +11,8 @@ import pytest
 from checks.amd import xgmi
 from doctor.core.model import Status
 from doctor.facts.amd.model import AmdFacts
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.facts.nvidia.gpus import GpuFacts
 from doctor.judge.runner import run_checks
 from tests import factkit as fk
 from tests.amdtree import bdf

@@ -17,7 +17,7 @@ from typing import Any
 from doctor.core.capture import Capture
 from doctor.core.model import Missing
 from doctor.facts.child import last_words, marked
-from doctor.facts.nvidia.gpus import sysfs_bus_id
+from doctor.facts.gpu import sysfs_bus_id
 
 # Must match AMD_MARK in doctor/stages/probe.py.
 MARK = "@@cluster-doctor-amd@@"

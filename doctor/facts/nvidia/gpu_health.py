@@ -8,9 +8,9 @@ is None: "not reported" is never read as "healthy".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from doctor.facts.gpu import GpuHealth, GpuProcess
 from doctor.facts.nvidia.smi_tree import Entry, snake
 
 # NVML throttle/clock-event reason bits (nvml.h nvmlClocksEventReason*), with the names
@@ -41,31 +41,6 @@ FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "com
 _UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1 << 10, "mb": 1 << 20}
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]i?B|B)?\b", re.IGNORECASE)
 _INT = re.compile(r"^\s*(\d+)\s*x?\s*$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    pid: int | None
-    name: str
-    used_memory: int | None  # bytes
-
-
-@dataclass(frozen=True)
-class GpuHealth:
-    compute_mode: str | None = None  # default, exclusive_process, exclusive_thread, prohibited
-    mig: bool | None = None  # MIG mode now
-    mig_pending: bool | None = None  # MIG mode after the next GPU reset
-    pcie_gen: int | None = None
-    pcie_gen_max: int | None = None  # the most this GPU and this slot can do
-    pcie_width: int | None = None
-    pcie_width_max: int | None = None
-    throttle: tuple[str, ...] | None = None  # active clock-event reasons (THROTTLE_BITS names)
-    retired_pages: int | None = None  # pages retired for ECC errors (pre-Ampere)
-    retired_pending: bool | None = None  # a retirement waits for the next driver reload
-    remap_pending: bool | None = None  # a row remap waits for the next GPU reset (Ampere+)
-    remap_failed: bool | None = None  # a remap failed: the GPU needs servicing
-    processes: tuple[GpuProcess, ...] | None = None
-    fabric_state: str | None = None  # FABRIC_STATES names (NVSwitch / multi-node NVLink)
 
 
 def flag(value: Any) -> bool | None:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from doctor.core.capture import Capture
 from doctor.core.model import Missing
 from doctor.facts.child import last_words
+from doctor.facts.gpu import Gpu, GpuFacts, GpuHealth, Source, sysfs_bus_id
 from doctor.facts.nvidia.driver import field as answer
 from doctor.facts.nvidia.driver import nvidia_call
 from doctor.facts.nvidia.gpu_health import (
-    GpuHealth,
     compute_mode,
     ecc_counts,
     flag,
@@ -80,52 +79,11 @@ _REASON_FIELD = re.compile(r"^clocks_(?:throttle|event)_reasons\.(\w+)$")
 _HEADER_UNIT = re.compile(r"^\s*([\w.]+)\s*(?:\[(\w+)\])?\s*$")
 
 
-@dataclass(frozen=True)
-class Gpu:
-    index: int
-    name: str
-    bus_id: str  # sysfs form, "0000:07:00.0", to match the PCI facts
-    uuid: str | None
-    memory_total: int | None  # bytes
-    persistence_mode: bool | None
-    ecc_enabled: bool | None
-    ecc_uncorrected_volatile: int | None  # since the last driver load
-    ecc_uncorrected_aggregate: int | None  # over the GPU's life
-    ecc_corrected_volatile: int | None
-    health: GpuHealth = field(default_factory=GpuHealth)
-    vendor: Literal["nvidia", "amd"] = "nvidia"
-
-
-Source = Literal[
-    "nvml", "nvidia-smi", "nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi table", "amdgpu"
-]
 SOURCES: dict[str, Source] = {
     "nvidia-smi:xml": "nvidia-smi -q -x",
     "nvidia-smi:query": "nvidia-smi -q",
     "nvidia-smi:table": "nvidia-smi table",
 }
-
-
-@dataclass(frozen=True)
-class GpuFacts:
-    gpus: tuple[Gpu, ...]
-    source: Source
-
-
-_BDF = re.compile(r"^(?:([0-9a-f]+):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$")
-
-
-def sysfs_bus_id(bus_id: str) -> str:
-    """NVML/nvidia-smi "00000000:07:00.0" → sysfs "0000:07:00.0" (4-digit domain, lower case).
-
-    Text that is not a bus id comes back as it was (stripped), to be shown, never matched.
-    """
-    text = bus_id.strip().lower()
-    m = _BDF.match(text)
-    if m is None:
-        return text
-    domain, bus, device, function = m.groups()
-    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{function}"
 
 
 def _int(value: Any) -> int | None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from doctor.facts.nvidia.gpu_health import GpuProcess, compute_mode, flag, integer, size
+from doctor.facts.gpu import GpuProcess
+from doctor.facts.nvidia.gpu_health import compute_mode, flag, integer, size
 
 _TITLE = re.compile(r"NVIDIA-SMI\s+(\d[\w.-]*)")
 _DRIVER = re.compile(r"Driver Version:\s*(\d[\w.-]*)")
