@@ -45,8 +45,7 @@ def test_a_third_party_plugin_is_found_like_the_builtins(tmp_path: Path) -> None
     _install_plugin(
         tmp_path,
         "siteplug",
-        "from doctor.core.model import Finding, Severity\n"
-        "from doctor.plugin import node_check\n"
+        "from doctor.plugin import Finding, Severity, node_check\n"
         "@node_check('site.motd', 'site policy', codes={'site.motd.seen': 'seen'})\n"
         "def motd(facts):\n"
         "    yield Finding('site.motd.seen', Severity.WARN, 'site check ran')\n"

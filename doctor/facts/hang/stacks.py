@@ -71,7 +71,7 @@ class JobProcess:
     threads: tuple[Thread, ...] = ()
     threads_before: tuple[Thread, ...] | None = None  # the stack taken ``window`` seconds earlier
     stack_error: str | None = None  # why there is no stack (ptrace refused, py-spy missing, ...)
-    flight: dict[str, Any] | None = None  # Flight Recorder's dump, trimmed (doctor/facts/flight)
+    flight: dict[str, Any] | None = None  # Flight Recorder's dump, trimmed (hang/flight.py)
     flight_error: str | None = None
     nccl: bool = False  # libnccl (or librccl) mapped
 
