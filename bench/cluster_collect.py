@@ -37,9 +37,9 @@ from pathlib import Path
 
 from bench.floor import ssh_floor
 from bench.installed import compile_bytecode
-from doctor.inventory import build_inventory
+from doctor.nodes.inventory import build_inventory
+from doctor.nodes.transport.ssh import SshTransport
 from doctor.stages.mesh import run_mesh
-from doctor.transport.ssh import SshTransport
 from tests.cluster.harness import Cluster, make_cluster
 
 HERE = Path(__file__).parent

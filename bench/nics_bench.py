@@ -17,11 +17,12 @@ import time
 from pathlib import Path
 
 from bench.installed import compile_bytecode
-from doctor import pipeline
+from doctor.judge.registry import load_checks, select
+from doctor.judge.runner import run_checks
 from doctor.nic.section import nics_section
-from doctor.registry import load_checks, select
-from doctor.request import Request, Targets
-from doctor.runner import run_checks
+from doctor.nodes.targets import Targets
+from doctor.pipeline import steps as pipeline
+from doctor.pipeline.request import Request
 
 
 def summary(samples: list[float]) -> dict[str, float]:

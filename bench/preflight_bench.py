@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from bench.installed import compile_bytecode
-from doctor.collect import probe_argv, probe_source
-from doctor.pipeline import probe_spec
-from doctor.registry import load_checks
-from doctor.request import Request
+from doctor.judge.registry import load_checks
+from doctor.pipeline.request import Request
+from doctor.pipeline.steps import probe_spec
+from doctor.stages.collect import probe_argv, probe_source
 
 
 def timed(argv: list[str], stdin: bytes | None = None) -> float:

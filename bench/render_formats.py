@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from builders import MIB, build_report, node
 
 from doctor.facts.cluster import ClusterFacts
-from doctor.output import Format, OutputOptions, emit
+from doctor.render.output import Format, OutputOptions, emit
 
 
 def best_of(runs: int, fn) -> float:  # type: ignore[no-untyped-def]

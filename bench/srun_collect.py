@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from doctor.collect import gather
-from doctor.inventory import build_inventory
-from doctor.model import NodeFailure
-from doctor.transport.srun import slurm_nodes
-from doctor.transport.ssh import SshTransport
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import build_inventory
+from doctor.nodes.transport.srun import slurm_nodes
+from doctor.nodes.transport.ssh import SshTransport
+from doctor.stages.collect import gather
 from tests.cluster.harness import make_cluster
 from tests.cluster.slurm import slurm_on
 
@@ -34,9 +34,9 @@ SPEC = {"deadline": 20.0}
 # Run by salloc inside the allocation: one timed gather through srun, printed as seconds.
 IN_ALLOCATION = """
 import os, sys, time
-from doctor.collect import gather
-from doctor.model import NodeFailure
-from doctor.transport.srun import slurm_nodes
+from doctor.stages.collect import gather
+from doctor.core.model import NodeFailure
+from doctor.nodes.transport.srun import slurm_nodes
 nodes, transport = slurm_nodes(None, None, os.environ)
 started = time.perf_counter()
 results = gather(nodes, transport, {"deadline": 20.0})

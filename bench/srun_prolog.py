@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 from bench.installed import compile_bytecode
-from doctor.collect import probe_argv, probe_source
-from doctor.pipeline import probe_spec
-from doctor.prolog import PROLOG_DEADLINE
-from doctor.registry import load_checks
-from doctor.request import ProbeSettings, Request
+from doctor.judge.registry import load_checks
+from doctor.pipeline.prolog import PROLOG_DEADLINE
+from doctor.pipeline.request import ProbeSettings, Request
+from doctor.pipeline.steps import probe_spec
+from doctor.stages.collect import probe_argv, probe_source
 
 DOCTOR = [sys.executable, "-m", "doctor"]
 
@@ -49,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     prolog = [timed([*DOCTOR, "preflight", "--local", "--prolog"]) for _ in range(args.runs)]
-    imports = [timed([sys.executable, "-c", "import doctor.cli"]) for _ in range(args.runs)]
+    imports = [timed([sys.executable, "-c", "import doctor.cli.app"]) for _ in range(args.runs)]
     settings = ProbeSettings(deadline=PROLOG_DEADLINE)
     spec = probe_spec(Request("prolog", probe=settings, checks=tuple(load_checks())), [])
     probe = [timed(probe_argv(sys.executable, spec), probe_source()) for _ in range(args.runs)]

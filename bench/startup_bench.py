@@ -41,10 +41,10 @@ from pathlib import Path
 
 from bench.floor import logins, ssh_floor
 from bench.installed import compile_bytecode
-from doctor.collect import LOADER, probe_source
-from doctor.pipeline import probe_spec
-from doctor.registry import load_checks
-from doctor.request import Request
+from doctor.judge.registry import load_checks
+from doctor.pipeline.request import Request
+from doctor.pipeline.steps import probe_spec
+from doctor.stages.collect import LOADER, probe_source
 from tests.cluster.harness import Cluster, make_cluster
 
 HERE = Path(__file__).parent
@@ -54,9 +54,9 @@ REACH = """
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from doctor.inventory import build_inventory
+from doctor.nodes.inventory import build_inventory
 nodes = build_inventory(hosts=sys.argv[1], ssh_config=Path(sys.argv[2]))
-from doctor.transport.ssh import SshTransport
+from doctor.nodes.transport.ssh import SshTransport
 with SshTransport() as ssh, ThreadPoolExecutor(len(nodes)) as pool:
     results = list(pool.map(lambda node: ssh.execute(node, ["true"], b"", 60), nodes))
 sys.exit(0 if all(getattr(r, "rc", 1) == 0 for r in results) else 1)

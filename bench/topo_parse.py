@@ -16,9 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from doctor.capture import Capture  # noqa: E402
-from doctor.facts.topo import parse_topo  # noqa: E402
-from doctor.topo.smi_text import export_topo_text, parse_topo_text  # noqa: E402
+from doctor.core.capture import Capture  # noqa: E402
+from doctor.facts.topo.smi_text import export_topo_text, parse_topo_text  # noqa: E402
+from doctor.facts.topo.topology import parse_topo  # noqa: E402
 from tests.topo.machines import hgx_h100  # noqa: E402
 from tests.topo.sysfs_tree import capture  # noqa: E402
 
@@ -38,7 +38,7 @@ def main() -> None:
     nvml_capture = capture("hgx-8gpu-nvswitch.tree", hgx_h100(), text)
     raw = json.loads(
         subprocess.run(
-            [sys.executable, str(ROOT / "doctor" / "probe.py"), '{"deadline": 10}'],
+            [sys.executable, str(ROOT / "doctor" / "stages" / "probe.py"), '{"deadline": 10}'],
             capture_output=True,
             check=True,
         ).stdout

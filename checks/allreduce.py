@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from doctor.core.model import Finding, Fix, Severity
 from doctor.facts.allreduce import AllreduceFacts, RunResult
 from doctor.facts.cluster import ClusterFacts
-from doctor.model import Finding, Fix, Severity
 from doctor.nic.choice import NicPlan
 from doctor.plugin import Skip, cluster_check, need
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 
 from checks.versions import Rule, rules_check
-from doctor.facts.amd_types import AmdFacts
+from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.facts.amd.model import AmdFacts
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
 from doctor.plugin import Skip, need, node_check
 
 TOPOLOGY = ("rocm-smi --showtopo", "amd-smi topology")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
 from doctor.plugin import Skip, need, node_check
 
 MISSING_FIX = Fix(

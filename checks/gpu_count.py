@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from doctor.drift import drift_findings, need_drift
+from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
+from doctor.judge.drift import drift_findings, need_drift
 from doctor.plugin import cluster_check
 
 LIST = ("nvidia-smi -L", "amd-smi list", "lspci -d ::0300; lspci -d ::0302; lspci -d ::1200")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from doctor.facts.gpus import Gpu
+from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.facts.gpu import Gpu
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
 from doctor.plugin import Skip, need, node_check
 
 MIB = 1 << 20

@@ -1,9 +1,9 @@
 """A running job that makes no progress: which rank, on which node, at which line, and why.
 
-Judged from every rank's stack and /proc state (the stacks agent), Flight Recorder and NCCL's
-RAS where they were armed, and, when every rank waits in the same collective, the TCP links
-among the job's nodes (the reachability stage). The shape comes from doctor/facts/hang.py; each
-shape is one finding that names only the odd ranks and their nodes.
+Judged from every rank's stack and /proc state (the stacks agent), Flight Recorder and NCCL's RAS
+where they were armed, and, when every rank waits in the same collective, the TCP links among the
+job's nodes (the reachability stage). The shape comes from doctor/facts/hang/shape.py; each shape is
+one finding that names only the odd ranks and their nodes.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from checks.stage import whole_nodes
+from doctor.core.model import Finding, Fix, Severity
+from doctor.core.nodeset import compact
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.hang import Gone, Group, HangView, hang_view
-from doctor.facts.reach import Reachability
-from doctor.facts.stacks import JobProcess
-from doctor.model import Finding, Fix, Severity
-from doctor.nodeset import compact
+from doctor.facts.hang.shape import Gone, Group, HangView, hang_view
+from doctor.facts.hang.stacks import JobProcess
+from doctor.facts.network.reach import Reachability
 from doctor.plugin import Skip, cluster_check, need
 
 CODES = {

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from statistics import median
 
 from checks.stage import not_run, whole_nodes
+from doctor.core.model import Finding, Fix, Severity
+from doctor.core.nodeset import compact
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.mesh import OK, MeshLink, SshMesh
-from doctor.model import Finding, Fix, Severity
-from doctor.nodeset import compact
+from doctor.facts.network.mesh import OK, MeshLink, SshMesh
 from doctor.plugin import Skip, cluster_check, need
 
 # A node's logins are slow at this many times the cluster's median login (plus a second).

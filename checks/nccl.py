@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from doctor.facts.nccl import NcclFacts, NcclLibrary
+from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.facts.nccl.libraries import NcclFacts, NcclLibrary
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
 from doctor.plugin import Skip, need, node_check
 
 NONE_FIX = Fix(

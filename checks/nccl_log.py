@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
+from doctor.core.model import Finding, Fix, Severity
+from doctor.core.nodeset import compact, split_by_value
 from doctor.facts.cluster import ClusterFacts, nccl_logs
-from doctor.facts.nccl_names import UNKNOWN_HOST
+from doctor.facts.nccl.names import UNKNOWN_HOST
+from doctor.facts.network.rdma import RdmaFacts
 from doctor.facts.node import NodeFacts
-from doctor.facts.rdma import RdmaFacts
-from doctor.model import Finding, Fix, Severity
 from doctor.nic.choice import NicPlan
-from doctor.nodeset import compact, split_by_value
 from doctor.plugin import Skip, cluster_check
 
 CODES = {

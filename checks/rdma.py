@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.units import human_bytes
+from doctor.facts.network.rdma import RdmaFacts
 from doctor.facts.node import NodeFacts
-from doctor.facts.rdma import RdmaFacts
-from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nic.config import nccl_settings
 from doctor.nic.nccl import ib_choice
 from doctor.plugin import Skip, need, node_check
-from doctor.units import human_bytes
 
 
 def _rdma(facts: NodeFacts) -> RdmaFacts:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from doctor.model import Finding, Severity
+from doctor.core.model import Finding, Severity
 
 
 def not_run(code: str, what: str, reasons: Mapping[str, str]) -> Iterator[Finding]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from doctor.core.model import Finding, Fix, NodeFailure, Severity
+from doctor.core.units import human_bytes
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
-from doctor.inventory import Node
-from doctor.model import Finding, Fix, NodeFailure, Severity
+from doctor.nodes.inventory import Node
 from doctor.plugin import cluster_check, need, node_check
-from doctor.units import human_bytes
 
 GIB = 1 << 30
 # NCCL's SHM transport allocates a few to ~10 MB per connection; 8 GPUs with several channels

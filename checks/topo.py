@@ -6,15 +6,15 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterator
 
-from doctor.drift import drift_findings, need_drift
+from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.pci import CLASS_NETWORK, Acs
-from doctor.facts.topo import TopoFacts
-from doctor.model import Finding, Fix, Missing, Severity
+from doctor.facts.topo.matrix import NVLINK, Topology
+from doctor.facts.topo.topology import TopoFacts
+from doctor.facts.topo.view import GDR_DEFAULT_LEVEL, gdr_allowed
+from doctor.judge.drift import drift_findings, need_drift
 from doctor.plugin import Skip, cluster_check, need, node_check
-from doctor.topo.matrix import NVLINK, Topology
-from doctor.topo.view import GDR_DEFAULT_LEVEL, gdr_allowed
 
 SHOW_TOPO = "nvidia-smi topo -m"
 

@@ -6,11 +6,11 @@ import shlex
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 
-from doctor.drift import drift_findings, find_drift, need_drift
+from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.nccl import LOGGED
+from doctor.facts.nccl.libraries import LOGGED
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
+from doctor.judge.drift import drift_findings, find_drift, need_drift
 from doctor.plugin import CheckSpec, cluster_check
 
 Value = Hashable | Missing

@@ -1,3 +1,3 @@
-from doctor.main import main
+from doctor.cli.main import main
 
 raise SystemExit(main())

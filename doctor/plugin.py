@@ -1,7 +1,9 @@
 """The contract for check plugins: what a check is, how it declares its needs and its codes.
 
 A plugin module ends with ``CHECKS = [...]`` and is registered under the ``cluster_doctor.checks``
-entry-point group, exactly like the built-in modules in ``checks/``.
+entry-point group, exactly like the built-in modules in ``checks/``. This module is what a plugin
+imports: the decorators, ``need`` and ``Skip``, and the findings it yields (``Finding``, ``Fix``,
+``Severity``, from doctor/core/model.py).
 """
 
 from __future__ import annotations
@@ -10,11 +12,24 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from doctor.model import Finding, Fix, Missing
+from doctor.core.model import Finding, Fix, Missing, Severity
 
 if TYPE_CHECKING:
     from doctor.facts.cluster import ClusterFacts
     from doctor.facts.node import NodeFacts
+
+__all__ = [
+    "CheckSpec",
+    "Finding",
+    "Fix",
+    "Missing",
+    "Scope",
+    "Severity",
+    "Skip",
+    "cluster_check",
+    "need",
+    "node_check",
+]
 
 T = TypeVar("T")
 

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 
 from checks.system import CHECKS as SYSTEM_CHECKS
-from doctor.capture import Capture
+from doctor.cli.main import main
+from doctor.core.capture import Capture
+from doctor.core.model import Finding, NodeFailure, Severity
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.main import main
-from doctor.model import Finding, NodeFailure, Severity
+from doctor.judge.report import Report
+from doctor.judge.runner import run_checks
 from doctor.nic.plan import with_plan
 from doctor.plugin import CheckSpec, Skip, cluster_check, node_check
-from doctor.report import Report
-from doctor.runner import run_checks
 
 MIB = 1 << 20
 CREATED = "2026-01-02T03:04:05+00:00"

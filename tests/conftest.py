@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from doctor.collect import probe_argv, probe_source
+from doctor.stages.collect import probe_argv, probe_source
 
 REPO = Path(__file__).resolve().parent.parent
 

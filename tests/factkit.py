@@ -11,16 +11,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.driver import DriverFacts
 from doctor.facts.frameworks import FrameworkFacts, Package, TorchFacts
 from doctor.facts.mpi import MpiFacts
-from doctor.facts.nccl import NcclConf, NcclFacts, NcclLibrary
+from doctor.facts.nccl.libraries import NcclConf, NcclFacts, NcclLibrary
 from doctor.facts.node import FACT_AREAS, NodeFacts, parse_node
+from doctor.facts.nvidia.driver import DriverFacts
 from doctor.facts.pci import PciDevice
 from doctor.facts.system import SystemFacts
-from doctor.model import Missing
 from doctor.nic.plan import with_plan
 
 CAPTURES = Path(__file__).parent / "fixtures" / "captures"

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 from builders import MIB, raw_capture
 
-from doctor.baseline import load_baseline, save_baseline
-from doctor.capture import Capture
-from doctor.drift import drift_findings
-from doctor.errors import UsageError
+from doctor.cli.main import main
+from doctor.core.capture import Capture
+from doctor.core.errors import UsageError
+from doctor.core.model import Finding
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.main import main
-from doctor.model import Finding
+from doctor.judge.drift import drift_findings
+from doctor.judge.runner import run_checks
+from doctor.pipeline.baseline import load_baseline, save_baseline
 from doctor.plugin import cluster_check
 from doctor.render.json_report import validate
-from doctor.runner import run_checks
 
 
 @cluster_check("test.kernel", "Test drift check on the kernel", codes={"test.kernel_drift": "x"})

@@ -15,9 +15,9 @@ import pytest
 from builders import MIB, raw_capture, run_cli, write_captures
 from rich.console import Console
 
-from doctor.capture import Capture
-from doctor.model import NodeFailure
-from doctor.progress import Progress
+from doctor.core.capture import Capture
+from doctor.core.model import NodeFailure
+from doctor.render.progress import Progress
 
 # Exit codes and output are asserted for these checks only: other checks (present or added
 # later) judge facts these small captures do not have.
@@ -87,7 +87,7 @@ def test_every_format_from_one_run(captures: Path, capsys: pytest.CaptureFixture
 def complete(words: str) -> list[str]:
     env = {**os.environ, "_DOCTOR_COMPLETE": "complete_bash", "COMP_WORDS": words}
     env["COMP_CWORD"] = str(len(words.split()) - (0 if words.endswith(" ") else 1))
-    code = "import sys; from doctor.main import main; sys.exit(main())"
+    code = "import sys; from doctor.cli.main import main; sys.exit(main())"
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )

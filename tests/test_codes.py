@@ -9,7 +9,7 @@ from pathlib import Path
 
 from checks.allreduce import RANK_SOURCES
 from doctor.explain.catalogue import catalogue
-from doctor.registry import load_checks
+from doctor.judge.registry import load_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(ROOT / "doctor").rglob("*.py"), *(ROOT / "checks").rglob("*.py")])
@@ -99,4 +99,4 @@ def test_findings_are_made_only_by_checks_and_the_log_diagnosis() -> None:
     outside = {m for m in makers if not m.startswith("checks/")}
     # drift.py is the group-by helper checks call; the explain engine's explanation turns
     # signatures into findings (declared by the allreduce check for what ranks print).
-    assert outside == {"doctor/drift.py", "doctor/explain/explanation.py"}
+    assert outside == {"doctor/judge/drift.py", "doctor/explain/explanation.py"}

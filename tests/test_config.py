@@ -9,9 +9,9 @@ import pytest
 import typer
 from builders import MIB, run_cli, write_captures
 
-from doctor.cli import app
-from doctor.config import default_map, find_config
-from doctor.errors import UsageError
+from doctor.cli.app import app
+from doctor.cli.config import default_map, find_config
+from doctor.core.errors import UsageError
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doctor.errors import UsageError
-from doctor.inventory import (
+from doctor.core.errors import UsageError
+from doctor.nodes.inventory import (
     Node,
     build_inventory,
     parse_hostfile_text,
@@ -141,7 +141,7 @@ def test_build_inventory_sources(tmp_path: Path):
 PARAMIKO_WITHOUT_INVOKE = """
 import sys
 from pathlib import Path
-from doctor.inventory import load_ssh_config
+from doctor.nodes.inventory import load_ssh_config
 folder = Path(sys.argv[1])
 (folder / "plain").write_text("Host a\\n  HostName 10.0.0.1\\n")
 (folder / "exec").write_text('Match exec "test 1 = 1"\\n  HostName 10.0.0.2\\n')

@@ -14,8 +14,9 @@ import pytest
 
 from checks.mesh import ssh_mesh
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.mesh import MeshLink, SshMesh, classify, link_of
-from doctor.inventory import Node
+from doctor.facts.network.mesh import MeshLink, SshMesh, classify, link_of
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.local import LocalTransport
 from doctor.stages.mesh import (
     GRACE,
     PER_SOURCE,
@@ -27,7 +28,6 @@ from doctor.stages.mesh import (
 )
 from doctor.stages.pairs import Sampling, choose
 from doctor.stages.window import Window
-from doctor.transport.local import LocalTransport
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mesh" / "node1_agent.json"
 

@@ -9,13 +9,13 @@ import time
 
 from checks.cluster import reach_tcp
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.reach import Reachability, ReachLink, done_event, judge
-from doctor.inventory import Node
+from doctor.facts.network.reach import Reachability, ReachLink, done_event, judge
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import LocalLauncher, Process
 from doctor.stages import reach_agent
 from doctor.stages.agents import Go, run_agents
 from doctor.stages.pairs import Sampling, choose
 from doctor.stages.reach import ALL_PAIRS_UP_TO, READY_WITHIN, agent_source, reach_specs
-from doctor.transport.launch import LocalLauncher, Process
 
 IFACES = {"a": {"eth0": "198.18.0.1"}, "b": {"eth0": "198.18.0.2"}}
 

@@ -17,11 +17,11 @@ from builders import ALL_CHECKS, build_report, node, sample_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from doctor.core.model import NodeFailure
 from doctor.facts.cluster import ClusterFacts
-from doctor.model import NodeFailure
-from doctor.output import Format, OutputOptions, emit
-from doctor.redact import Redactor
-from doctor.report import Report
+from doctor.judge.report import Report
+from doctor.render.output import Format, OutputOptions, emit
+from doctor.render.redact import Redactor
 
 
 def render_all(report: Report) -> dict[str, str]:

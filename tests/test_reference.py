@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.main import main
-from doctor.reference import REGENERATE, render_reference
-from doctor.registry import NO_AUTOLOAD, load_checks
+from doctor.cli.main import main
+from doctor.judge.registry import NO_AUTOLOAD, load_checks
+from doctor.render.reference import REGENERATE, render_reference
 
 DOC = Path(__file__).parent.parent / "docs" / "checks.md"
 

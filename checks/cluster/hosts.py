@@ -6,9 +6,9 @@ import statistics
 from collections.abc import Iterator
 
 from doctor import __version__
+from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.nodeset import compact, group_nodes
 from doctor.facts.cluster import ClusterFacts
-from doctor.model import Finding, Fix, Missing, Severity
-from doctor.nodeset import compact, group_nodes
 from doctor.plugin import Skip, cluster_check
 
 CLOCK_SKEW_WARN = 5.0  # seconds beyond what the probes' timing leaves uncertain

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
+from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.nodeset import compact
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.peers import PeerFacts
-from doctor.model import Finding, Fix, Missing, Severity
-from doctor.nodeset import compact
+from doctor.facts.network.peers import PeerFacts
 from doctor.plugin import Skip, cluster_check
 
 PINS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")

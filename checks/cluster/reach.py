@@ -6,10 +6,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from checks.stage import not_run, whole_nodes
+from doctor.core.model import Finding, Fix, Severity
+from doctor.core.nodeset import compact
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.reach import Reachability, ReachLink
-from doctor.model import Finding, Fix, Severity
-from doctor.nodeset import compact
+from doctor.facts.network.reach import Reachability, ReachLink
 from doctor.plugin import cluster_check, need
 
 

@@ -6,14 +6,14 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from checks.nics.common import where
-from doctor.drift import drift_findings
+from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.nodeset import compact, group_nodes
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.net import IfAddr
+from doctor.facts.network.net import IfAddr
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
+from doctor.judge.drift import drift_findings
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import mpi_include
-from doctor.nodeset import compact, group_nodes
 from doctor.plugin import Skip, cluster_check, need, node_check
 
 

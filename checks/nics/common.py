@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from doctor.facts.net import IfAddr
+from doctor.core.model import Fix
+from doctor.facts.network.net import IfAddr
 from doctor.facts.node import NodeFacts
-from doctor.model import Fix
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import reach_address
 from doctor.plugin import need

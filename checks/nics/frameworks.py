@@ -6,9 +6,9 @@ import dataclasses
 from collections.abc import Iterator
 
 from checks.nics.common import addresses, plan_of, proven_text, reached
+from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Missing, Severity
 from doctor.nic.plan import virtual_name
 from doctor.plugin import Skip, cluster_check, node_check
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from checks.nics.common import SLOW_MBPS, addresses, pin, plan_of, proven_text, reached, where
-from doctor.facts.net import IfAddr
+from doctor.core.model import Finding, Fix, Severity
+from doctor.facts.network.net import IfAddr
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Fix, Severity
 from doctor.nic.choice import NicPlan
 from doctor.nic.grammar import nccl_list_active, parse_nccl_list
 from doctor.nic.nccl import parse_comm_id

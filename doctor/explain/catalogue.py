@@ -9,7 +9,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-from doctor.model import Fix, Severity
+from doctor.core.model import Fix, Severity
 
 _FIELDS = (
     "code",

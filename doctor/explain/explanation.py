@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from doctor.core.model import Finding, Fix, Severity
 from doctor.explain.catalogue import Signature
 from doctor.explain.nccl_log import NcclLog
 from doctor.explain.prefix import Origin
-from doctor.model import Finding, Fix, Severity
 
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 300

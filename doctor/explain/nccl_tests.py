@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from doctor.facts.nccl_names import decode_version
+from doctor.facts.nccl.names import decode_version
 
 HEADER = re.compile(
     r"^# nccl-tests version (?P<tests>\S+) nccl-headers=(?P<headers>\d+) "

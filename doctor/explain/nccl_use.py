@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.core.nodeset import compact
 from doctor.explain.nccl_process import NcclProcess
-from doctor.facts.nccl_names import UNKNOWN_HOST
-from doctor.nodeset import compact
+from doctor.facts.nccl.names import UNKNOWN_HOST
 
 INTRA = ("P2P/", "SHM", "NVLS")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
-from doctor.inventory import Node
+from doctor.nodes.inventory import Node
 
 if TYPE_CHECKING:
     from doctor.explain.engine import Explanation

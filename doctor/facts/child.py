@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.capture import CommandResult
-from doctor.jsonable import loads
+from doctor.core.capture import CommandResult
+from doctor.core.jsonable import loads
 
 
 def marked(result: CommandResult, mark: str) -> tuple[dict[str, Any] | None, list[str]]:

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from doctor.core.model import Missing, NodeFailure
+from doctor.core.nodeset import is_address
 from doctor.facts.allreduce import AllreduceFacts
-from doctor.facts.mesh import SshMesh
-from doctor.facts.reach import Reachability
-from doctor.facts.stacks import StacksFacts
-from doctor.inventory import Node
-from doctor.model import Missing, NodeFailure
-from doctor.nodeset import is_address
+from doctor.facts.hang.stacks import StacksFacts
+from doctor.facts.network.mesh import SshMesh
+from doctor.facts.network.reach import Reachability
+from doctor.nodes.inventory import Node
 
 if TYPE_CHECKING:  # only named here: `doctor stacks` judges with no node's facts parsed
     from doctor.facts.node import NodeFacts
@@ -82,24 +82,3 @@ def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict
         asked = ", ".join([*(f"{x} on" for x in voice.get("on", ())), *voice.get("off", ())])
         where = f"allreduce {run.label}" + (f" ({asked})" if asked else "")
         yield where, run.nccl, {r.host: r.node for r in run.ranks if r.host}
-
-
-def nccl_used(cluster: ClusterFacts) -> list[dict[str, Any]]:
-    """Per node, what NCCL said it used (a given log, the allreduce's ranks' logs) beside what
-    the doctor predicts: the report's "nccl" section; empty where NCCL said nothing."""
-    from doctor.nic.choice import NicPlan  # the probed nodes' plans: not `doctor stacks`
-
-    rows = []
-    for where, doc, node_of in nccl_logs(cluster):
-        for use in doc["nodes"]:
-            node = node_of.get(use["host"], use["host"])
-            facts = cluster.nodes.get(node)
-            plan = facts.nic if facts is not None else None
-            predicted = "nothing: the node's interfaces are not known"
-            if isinstance(plan, NicPlan):
-                bootstrap, network = plan.predicted()
-                predicted = f"NET/{network}, bootstrap {bootstrap or 'none'}"
-            rows.append(
-                {"node": node, "source": where, "used": use["summary"], "predicted": predicted}
-            )
-    return rows

@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.child import last_words, marked
-from doctor.model import Missing
 
-# Must match TORCH_MARK in doctor/probe.py.
+# Must match TORCH_MARK in doctor/stages/probe.py.
 TORCH_MARK = "@@cluster-doctor-torch@@"
 _NCCL_PIN = re.compile(r"^nvidia-nccl-cu\d+\s*==\s*([\w.]+)", re.I)
 

@@ -1,19 +1,18 @@
 """Every GPU of a node, whoever made it: NVIDIA's (NVML, nvidia-smi) and AMD's (amdgpu sysfs).
 
 A GPU is a GPU for the checks that judge count, PCI address, NUMA node, PCIe link, ECC and
-processes; what only one vendor has stays in its own facts (doctor/facts/amd.py).
+processes; what only one vendor has stays in its own facts (doctor/facts/amd/sysfs.py).
 """
 
 from __future__ import annotations
 
-from doctor.capture import Capture
-from doctor.facts.amd import parse_amd
-from doctor.facts.amd_smi import SmiGpu
-from doctor.facts.amd_types import AmdFacts, AmdGpu
-from doctor.facts.gpu_health import GpuHealth, GpuProcess
-from doctor.facts.gpus import Gpu, GpuFacts
-from doctor.facts.gpus import parse_gpus as parse_nvidia_gpus
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.amd.amdsmi import SmiGpu
+from doctor.facts.amd.model import AmdFacts, AmdGpu
+from doctor.facts.amd.sysfs import parse_amd
+from doctor.facts.gpu import Gpu, GpuFacts, GpuHealth, GpuProcess
+from doctor.facts.nvidia.gpus import parse_gpus as parse_nvidia_gpus
 
 
 def _processes(amd: AmdFacts, gpu: AmdGpu, smi: SmiGpu | None) -> tuple[GpuProcess, ...] | None:

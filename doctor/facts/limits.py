@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.capture import Capture
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 
 # getrlimit() reports RLIM_INFINITY as -1 to Python on Linux, on every node.
 UNLIMITED = -1

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.frameworks import Package, package
-from doctor.model import Missing
 
 # Banners of ``mpirun --version``, most specific first: Intel MPI is Hydra-based like MPICH, so
 # its banner must win over the generic "HYDRA build details" (as Horovod's detector does).

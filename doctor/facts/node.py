@@ -6,24 +6,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from doctor.capture import Capture
-from doctor.facts.amd import parse_amd
-from doctor.facts.amd_types import AmdFacts
-from doctor.facts.driver import DriverFacts, parse_driver
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.amd.model import AmdFacts
+from doctor.facts.amd.sysfs import parse_amd
 from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
-from doctor.facts.gpu_host import GpuHostFacts, parse_gpu_host
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.gpu_vendors import parse_gpus
-from doctor.facts.gpus import GpuFacts
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.mpi import MpiFacts, parse_mpi
-from doctor.facts.nccl import NcclFacts, parse_nccl
-from doctor.facts.net import NetFacts, parse_net
+from doctor.facts.nccl.libraries import NcclFacts, parse_nccl
+from doctor.facts.network.net import NetFacts, parse_net
+from doctor.facts.network.peers import PeerFacts, parse_peers
+from doctor.facts.network.rdma import RdmaFacts, parse_rdma
+from doctor.facts.nvidia.driver import DriverFacts, parse_driver
+from doctor.facts.nvidia.gpu_host import GpuHostFacts, parse_gpu_host
 from doctor.facts.pci import PciDevice, parse_pci
-from doctor.facts.peers import PeerFacts, parse_peers
-from doctor.facts.rdma import RdmaFacts, parse_rdma
 from doctor.facts.system import SystemFacts, parse_system
-from doctor.facts.topo import TopoFacts, parse_topo
-from doctor.model import Missing
+from doctor.facts.topo.topology import TopoFacts, parse_topo
 
 if TYPE_CHECKING:
     from doctor.nic.choice import NicPlan
@@ -57,7 +57,7 @@ class NodeFacts:
     nic: NicPlan | Missing = NOT_DERIVED
 
     def to_json(self) -> dict[str, Any]:
-        from doctor.jsonable import jsonable
+        from doctor.core.jsonable import jsonable
 
         return {k: jsonable(getattr(self, k)) for k in FACT_AREAS}
 

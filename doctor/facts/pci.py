@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.capture import Capture
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 
 ROOT = "/sys/bus/pci/devices"
 VENDOR_NVIDIA = 0x10DE

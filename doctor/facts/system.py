@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.capture import Capture
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from doctor.connect import connect
-from doctor.errors import UsageError
+from doctor.core.errors import UsageError
+from doctor.core.files import write_whole
+from doctor.core.model import Missing, Severity
 from doctor.facts.cluster import ClusterFacts
-from doctor.files import write_whole
-from doctor.inventory import Node, local_node
 from doctor.job.argv import PER_NODE, LaunchLine
 from doctor.job.explain import job_explanation
 from doctor.job.forward import forward
@@ -31,18 +30,20 @@ from doctor.job.settings import HangSettings
 from doctor.job.show import blocking, say, show_gate
 from doctor.job.spread import JobResult, Launch, run_job
 from doctor.job.watch import Watch, armed_env, armed_files, new_mark
-from doctor.model import Missing, Severity
+from doctor.judge.registry import load_checks
+from doctor.judge.report import Report
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import subnets
-from doctor.pipeline import Watcher, run_connected
-from doctor.registry import load_checks
-from doctor.report import Report
-from doctor.request import Profile, Request, RunSettings, StageSettings, Targets
+from doctor.nodes.connect import connect
+from doctor.nodes.inventory import Node, local_node
+from doctor.nodes.targets import Targets
+from doctor.nodes.transport import BatchTransport, Transport
+from doctor.nodes.transport.launch import LocalLauncher
+from doctor.nodes.transport.launchers import launcher_for
+from doctor.nodes.transport.local import LocalTransport
+from doctor.pipeline.request import Profile, Request, RunSettings, StageSettings
+from doctor.pipeline.steps import Watcher, run_connected
 from doctor.stages.pairs import Sampling
-from doctor.transport import BatchTransport, Transport
-from doctor.transport.launch import LocalLauncher
-from doctor.transport.launchers import launcher_for
-from doctor.transport.local import LocalTransport
 
 HOLES = ("{node}", "{node_rank}", "{nnodes}", "{master_addr}", "{master_port}")
 QUICK_SIZES = "64K"  # one size: proves the sum and the fix, no sweep

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from doctor.core.jsonable import jsonable
+from doctor.core.nodeset import name_peers
 from doctor.explain.catalogue import catalogue
 from doctor.explain.engine import findings
 from doctor.explain.scan import explain
 from doctor.job.spread import JobResult, NodeRun
-from doctor.jsonable import jsonable
-from doctor.nodeset import name_peers
 
 # A Python traceback's head, and its last line: the exception's name and message. Launcher
 # prefixes ([rank1]:, [node2]) are allowed in front of both.

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from doctor.core.model import Finding, Severity, Status
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
-from doctor.model import Finding, Severity, Status
+from doctor.judge.report import Report, merge_findings
+from doctor.judge.runner import run_checks
 from doctor.nic.choice import NicPlan
-from doctor.pipeline import derive
+from doctor.pipeline.steps import derive
 from doctor.plugin import CheckSpec
-from doctor.report import Report, merge_findings
-from doctor.runner import run_checks
 
 ALLREDUCE = "allreduce"
 

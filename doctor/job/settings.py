@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
-from doctor.flag import flag
+from doctor.core.flag import flag
 
 if TYPE_CHECKING:
     from doctor.stages.stacks import Look

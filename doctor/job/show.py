@@ -8,12 +8,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from doctor.core.model import Finding
+from doctor.core.nodeset import compact
 from doctor.job.gate import Verdict
 from doctor.job.spread import JobResult
-from doctor.model import Finding
-from doctor.nodeset import compact
-from doctor.output import OutputOptions, emit
-from doctor.report import Report
+from doctor.judge.report import Report
+from doctor.render.output import OutputOptions, emit
 
 
 def say(text: str) -> None:

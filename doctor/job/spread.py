@@ -24,9 +24,9 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from doctor.errors import EXIT_INTERRUPTED
-from doctor.inventory import Node
-from doctor.transport.launch import KILL_WAIT, Launcher, Process, boot_args
+from doctor.core.errors import EXIT_INTERRUPTED
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import KILL_WAIT, Launcher, Process, boot_args
 
 POLL = 0.1
 KEEPER_GRACE = 5.0  # seconds a keeper gives the command between SIGTERM and SIGKILL

@@ -11,20 +11,20 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from doctor.capture import Capture
-from doctor.connect import WORKERS
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.hang import HangView, hang_view
-from doctor.facts.reach import Reachability
-from doctor.facts.stacks import JobProcess, StacksFacts
-from doctor.inventory import Node
+from doctor.facts.hang.shape import HangView, hang_view
+from doctor.facts.hang.stacks import JobProcess, StacksFacts
+from doctor.facts.network.reach import Reachability
 from doctor.job.settings import StacksSettings
-from doctor.model import Missing
+from doctor.judge.report import Report
+from doctor.judge.runner import run_checks
+from doctor.nodes.connect import WORKERS
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import BatchTransport, Transport
 from doctor.plugin import CheckSpec
-from doctor.report import Report
-from doctor.runner import run_checks
 from doctor.stages.stacks import look
-from doctor.transport import BatchTransport, Transport
 
 if TYPE_CHECKING:
     from doctor.facts.node import NodeFacts
@@ -73,10 +73,10 @@ def _links(
 ) -> tuple[dict[str, NodeFacts], Reachability | Missing]:
     """TCP among the job's nodes (probed first: the reachability stage tests each interface).
     Imported here: only a hang with every rank in one collective needs the probe's parsers."""
-    from doctor.collect import gather
     from doctor.facts.node import parse_node
-    from doctor.pipeline import derive, probe_spec
-    from doctor.request import Request
+    from doctor.pipeline.request import Request
+    from doctor.pipeline.steps import derive, probe_spec
+    from doctor.stages.collect import gather
     from doctor.stages.pairs import Sampling
     from doctor.stages.reach import run_reach
 

@@ -24,15 +24,15 @@ from typing import Any
 
 from rich.console import Console
 
-from doctor.files import write_whole
-from doctor.inventory import Node
+from doctor.core.files import write_whole
+from doctor.core.model import Severity
 from doctor.job.settings import HangSettings, StacksSettings
 from doctor.job.show import say
 from doctor.job.stacks import look_at_job
-from doctor.model import Severity
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import BatchTransport, Transport
 from doctor.plugin import CheckSpec
 from doctor.render.terminal import render_text
-from doctor.transport import BatchTransport, Transport
 
 WINDOW = 3.0  # seconds each rank is watched for progress once the job went quiet
 # Seconds, beyond the window, a node gets to answer: torch takes seconds to write a Flight

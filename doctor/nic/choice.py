@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.facts.net import Interface, NetFacts
+from doctor.facts.network.net import Interface, NetFacts
 from doctor.nic.config import Setting
 from doctor.nic.frameworks import MpiChoice, SocketChoice
 from doctor.nic.nccl import IbChoice, LibraryBootstrap, Selection, Version

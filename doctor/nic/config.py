@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.facts.nccl import NcclFacts
-from doctor.facts.net import NetFacts
+from doctor.facts.nccl.libraries import NcclFacts
+from doctor.facts.network.net import NetFacts
 
 SYSTEM_MCA_CONF = "/etc/openmpi/openmpi-mca-params.conf"
 

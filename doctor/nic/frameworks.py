@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from doctor.facts.net import AF_INET, NetFacts
-from doctor.model import Missing
+from doctor.core.model import Missing
+from doctor.facts.network.net import AF_INET, NetFacts
 from doctor.nic.config import Setting
 from doctor.nic.grammar import MpiList, parse_gloo_list, parse_mpi_list
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from doctor.facts.nccl import NcclLibrary
+from doctor.core.model import Missing
+from doctor.facts.nccl.libraries import NcclLibrary
 from doctor.facts.node import NodeFacts
-from doctor.model import Missing
 from doctor.nic.nccl import LibraryBootstrap, Version, decode_unique_id, parse_bootstrap_log
 
 

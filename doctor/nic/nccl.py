@@ -8,8 +8,8 @@ import re
 import socket
 from dataclasses import dataclass
 
-from doctor.facts.net import AF_INET, AF_INET6, IFF_RUNNING, IfAddr, NetFacts
-from doctor.facts.rdma import RdmaFacts
+from doctor.facts.network.net import AF_INET, AF_INET6, IFF_RUNNING, IfAddr, NetFacts
+from doctor.facts.network.rdma import RdmaFacts
 from doctor.nic.config import Setting
 from doctor.nic.grammar import NcclList, nccl_list_active, parse_nccl_list
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from doctor.facts.net import AF_INET, Interface, NetFacts
+from doctor.core.model import Missing
+from doctor.facts.network.net import AF_INET, Interface, NetFacts
+from doctor.facts.network.rdma import RdmaFacts
 from doctor.facts.node import NodeFacts
-from doctor.facts.rdma import RdmaFacts
-from doctor.model import Missing
 from doctor.nic import library
 from doctor.nic.choice import NicPlan, env_for
 from doctor.nic.config import mca_settings, nccl_settings

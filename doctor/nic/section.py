@@ -1,12 +1,14 @@
-"""The report's "nics" section: per node what each library uses, and the recommendation."""
+"""The report's "nics" section: per node what each library uses, and the recommendation; and its
+"nccl" section: what NCCL said it used beside what the plan predicted."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.facts.net import AF_INET
-from doctor.model import Missing
+from doctor.core.model import Missing
+from doctor.facts.cluster import ClusterFacts, nccl_logs
+from doctor.facts.network.net import AF_INET
 from doctor.nic.choice import NicPlan
 from doctor.nic.frameworks import SocketChoice
 from doctor.nic.plan import agrees, cluster_recommendation
@@ -114,3 +116,22 @@ def plan_json(plan: NicPlan) -> dict[str, Any]:
 
 def _family(family: int) -> str:
     return "AF_INET" if family == AF_INET else "AF_INET6"
+
+
+def nccl_used(cluster: ClusterFacts) -> list[dict[str, Any]]:
+    """Per node, what NCCL said it used (a given log, the allreduce's ranks' logs) beside what
+    the doctor predicts: the report's "nccl" section; empty where NCCL said nothing."""
+    rows = []
+    for where, doc, node_of in nccl_logs(cluster):
+        for use in doc["nodes"]:
+            node = node_of.get(use["host"], use["host"])
+            facts = cluster.nodes.get(node)
+            plan = facts.nic if facts is not None else None
+            predicted = "nothing: the node's interfaces are not known"
+            if isinstance(plan, NicPlan):
+                bootstrap, network = plan.predicted()
+                predicted = f"NET/{network}, bootstrap {bootstrap or 'none'}"
+            rows.append(
+                {"node": node, "source": where, "used": use["summary"], "predicted": predicted}
+            )
+    return rows

@@ -1,12 +1,13 @@
-"""Pasted AMD outputs (rocm-smi, amd-smi, rocminfo) → the capture slots doctor/facts/amd_text.py
-reads. Nothing is parsed here: each output goes whole into its slot."""
+"""Pasted AMD outputs (rocm-smi, amd-smi, rocminfo) → the capture slots
+doctor/facts/amd/text_output.py reads. Nothing is parsed here: each output goes whole into its
+slot."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from doctor.facts.amd_json import gpu_dicts, rocm_smi_cards
-from doctor.facts.amd_text import (
+from doctor.facts.amd.json_output import gpu_dicts, rocm_smi_cards
+from doctor.facts.amd.text_output import (
     AMD_SMI,
     AMD_SMI_JSON,
     AMD_SMI_TOPOLOGY,

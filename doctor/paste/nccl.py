@@ -1,5 +1,5 @@
-"""A pasted NCCL_DEBUG=INFO log: kept whole for doctor/facts/nccl.py, which reads it with the
-explain engine's NCCL log reader (doctor/explain/nccl_log.py): version, CUDA, interfaces,
+"""A pasted NCCL_DEBUG=INFO log: kept whole for doctor/facts/nccl/libraries.py, which reads it with
+the explain engine's NCCL log reader (doctor/explain/nccl_log.py): version, CUDA, interfaces,
 transports."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from doctor.facts.nccl import LOG_SLOT
+from doctor.facts.nccl.libraries import LOG_SLOT
 from doctor.paste.kind import Kind
 
 # A logger line, or the bare version line NCCL before 2.9 prints once before any of them (and

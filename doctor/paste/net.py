@@ -1,13 +1,13 @@
 """Pasted `ip addr` (iproute2, busybox), `ip -br`, `ip -j addr`, `ifconfig` as the probe's ip-addr.
 
-The probe runs ``ip -j addr show``; every one of these pastes says the same things in another
-layout (names, flags, MTU, state, link type, master, addresses), so each is rewritten into that
-JSON and doctor/facts/net.py reads it as it reads a probed node's. `ip -br addr` and `ip -br
-link` each show half of it (addresses, or flags): they are kept per interface, so that both
-pasted combine, and doctor/facts/ipaddr.py makes the same entries of them. What a paste cannot say
-(sysfs: driver, PCI address, speed, NUMA node; routes; getifaddrs) stays absent. Lines a paste
-holds that are none of these (elisions, comments, annotations) are skipped, and an address that
-was elided or redacted (``10.0.x.x``) is left out rather than guessed.
+The probe runs ``ip -j addr show``; every one of these pastes says the same things in another layout
+(names, flags, MTU, state, link type, master, addresses), so each is rewritten into that JSON and
+doctor/facts/network/net.py reads it as it reads a probed node's. `ip -br addr` and `ip -br link`
+each show half of it (addresses, or flags): they are kept per interface, so that both pasted
+combine, and doctor/facts/network/ipaddr.py makes the same entries of them. What a paste cannot say
+(sysfs: driver, PCI address, speed, NUMA node; routes; getifaddrs) stays absent. Lines a paste holds
+that are none of these (elisions, comments, annotations) are skipped, and an address that was elided
+or redacted (``10.0.x.x``) is left out rather than guessed.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import json
 import re
 from typing import Any
 
-from doctor.facts.ifkind import NETLINK_KINDS
-from doctor.facts.ipaddr import BRIEF
-from doctor.facts.netif import IFF_NAMES, IFF_RUNNING, IFF_UP
+from doctor.facts.network.ifkind import NETLINK_KINDS
+from doctor.facts.network.ipaddr import BRIEF
+from doctor.facts.network.netif import IFF_NAMES, IFF_RUNNING, IFF_UP
 from doctor.paste.kind import Kind, command, matcher
 
 # "2: eth0@if5: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc ... master br0 state UP ..."
@@ -234,7 +234,7 @@ def _brief_line(line: str) -> re.Match[str] | None:
 def ip_brief_entries(text: str) -> dict[str, dict[str, Any]]:
     """`ip -br addr` / `ip -br link` by interface, each with what its form shows: addresses, or
     the flags and link type. Pasted one after the other they merge per interface (reader.py),
-    and doctor/facts/ipaddr.py makes `ip -j addr` entries of them."""
+    and doctor/facts/network/ipaddr.py makes `ip -j addr` entries of them."""
     entries: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
         if not (m := _brief_line(line)):

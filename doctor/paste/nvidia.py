@@ -1,9 +1,9 @@
 """Pasted NVIDIA outputs → the capture slots the probe fills, so the facts parsers read them.
 
-Each kind is a ``Kind(name, starts, parse)`` (doctor/paste/kind.py): ``starts(line)`` says a
-line opens an output of that kind; ``parse(segment)`` returns a capture fragment (``files`` /
-``commands`` sections of the probe's document, doctor/probe.py) that the paste reader merges per
-node. Nothing is parsed here: the text goes where the probe would have put it (``nvidia-smi -q
+Each kind is a ``Kind(name, starts, parse)`` (doctor/paste/kind.py): ``starts(line)`` says a line
+opens an output of that kind; ``parse(segment)`` returns a capture fragment (``files`` /
+``commands`` sections of the probe's document, doctor/stages/probe.py) that the paste reader merges
+per node. Nothing is parsed here: the text goes where the probe would have put it (``nvidia-smi -q
 -x`` is the probe's own fallback command) and doctor/facts/ reads it like a probed node's.
 """
 
@@ -13,14 +13,14 @@ import re
 import zlib
 from typing import Any
 
-from doctor.facts.driver import NVCC, PROC_VERSION
-from doctor.facts.gpu_host import XID_ARGV, XID_SLOT
-from doctor.facts.gpus import CSV_FIELDS
-from doctor.facts.smi import CSV, QUERY, TABLE, XML, XML_ARGV
-from doctor.facts.smi_tree import LOG_TITLE
+from doctor.facts.nvidia.driver import NVCC, PROC_VERSION
+from doctor.facts.nvidia.gpu_host import XID_ARGV, XID_SLOT
+from doctor.facts.nvidia.gpus import CSV_FIELDS
+from doctor.facts.nvidia.smi import CSV, QUERY, TABLE, XML, XML_ARGV
+from doctor.facts.nvidia.smi_tree import LOG_TITLE
+from doctor.facts.topo.smi_nvlink import ERRORS_SLOT, GPU_HEADER, STATUS_SLOT, shows_nvlink
+from doctor.facts.topo.smi_text import is_matrix_header
 from doctor.paste.kind import Kind
-from doctor.topo.smi_nvlink import ERRORS_SLOT, GPU_HEADER, STATUS_SLOT, shows_nvlink
-from doctor.topo.smi_text import is_matrix_header
 
 _TABLE = re.compile(r"NVIDIA-SMI\s+\d")
 _XML = re.compile(r"<nvidia_smi_log\b")  # the DOCTYPE line before it is left as junk

@@ -1,6 +1,6 @@
 """Pasted `ibstat`, `ibv_devinfo` (-v), `rdma link`, `ibdev2netdev`, `show_gids` into RDMA sysfs.
 
-The probe reads /sys/class/infiniband (doctor/facts/rdma.py), the files these tools read too
+The probe reads /sys/class/infiniband (doctor/facts/network/rdma.py), the files these tools read too
 (libibumad and the kernel's verbs sysfs): each paste is written back into the entries it came
 from, in the kernel's own notation ("4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X)", "RoCE v2"), and
 only what it shows. `ibdev2netdev` shows which netdev an HCA port drives but not the port's
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from doctor.facts.rdma import ROOT
+from doctor.facts.network.rdma import ROOT
 from doctor.paste.kind import Kind, matcher
 
 # include/rdma/ib_verbs.h enum ib_port_state, and the names sysfs prints for it.

@@ -20,9 +20,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from doctor.capture import Capture, CaptureError
-from doctor.errors import UsageError
-from doctor.jsonable import loads
+from doctor.core.capture import Capture, CaptureError
+from doctor.core.errors import UsageError
+from doctor.core.jsonable import loads
 from doctor.paste.kind import Kind, merge
 from doctor.paste.registry import KINDS, kinds_line
 from doctor.paste.split import split

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from doctor.units import human_bytes
+from doctor.core.units import human_bytes
 
 _STYLE = {"passed": "green", "failed": "bold red", "timeout": "bold red", "interrupted": "yellow"}
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from doctor.model import CheckOutcome, Status
+from doctor.core.model import CheckOutcome, Status
 
 # The order in which a check's per-node statuses decide its one row.
 RANK = (Status.CRASH, Status.FAIL, Status.WARN, Status.PASS, Status.SKIP)

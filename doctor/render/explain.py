@@ -8,11 +8,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from doctor import __version__
-from doctor.errors import UsageError
+from doctor.core.errors import UsageError
+from doctor.core.jsonable import SCHEMA_VERSION, jsonable
+from doctor.core.model import Finding, Severity
 from doctor.explain.engine import Explanation, context, findings
 from doctor.explain.source import LogReadError
-from doctor.jsonable import SCHEMA_VERSION, jsonable
-from doctor.model import Finding, Severity
 
 if TYPE_CHECKING:
     from rich.console import Console

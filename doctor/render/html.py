@@ -12,8 +12,8 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from doctor.model import CheckOutcome, Status
-from doctor.nodeset import compact, group_nodes
+from doctor.core.model import CheckOutcome, Status
+from doctor.core.nodeset import compact, group_nodes
 from doctor.render.checklist import fold_checks
 from doctor.render.figures import as_dict, as_list, counted
 from doctor.render.figures.grid import build_grid, mesh_messages, reach_messages

@@ -7,7 +7,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-from doctor.report import Report
+from doctor.judge.report import Report
 
 
 @cache

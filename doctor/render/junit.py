@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from doctor import __version__
-from doctor.model import CheckOutcome, Finding, Severity, Status
-from doctor.report import Report
+from doctor.core.model import CheckOutcome, Finding, Severity, Status
+from doctor.judge.report import Report
 
 CLUSTER_SUITE = "cluster"
 # Characters XML 1.0 cannot carry at all, even escaped; evidence quoted from a garbage log may

@@ -12,11 +12,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from doctor.core.jsonable import jsonable
+from doctor.core.model import CheckOutcome, Finding, Missing, Status
+from doctor.core.nodeset import compact
 from doctor.facts.node import NodeFacts
-from doctor.jsonable import jsonable
-from doctor.model import CheckOutcome, Finding, Missing, Status
-from doctor.nodeset import compact
-from doctor.report import Report
+from doctor.judge.report import Report
 
 _ICON = {
     Status.PASS: "pass",

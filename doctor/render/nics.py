@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from rich.console import Console
 from rich.text import Text
 
-from doctor.facts.net import Interface
-from doctor.model import Missing
+from doctor.core.model import Missing
+from doctor.core.nodeset import compact, group_nodes
+from doctor.facts.network.net import Interface
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import cluster_recommendation
-from doctor.nodeset import compact, group_nodes
 
 
 def export_lines(by_node: Mapping[str, NicPlan | Missing]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from doctor.nodeset import compact
+from doctor.core.nodeset import compact
 
 
 def _ranks(ranks: list[dict[str, Any]]) -> str:

@@ -8,13 +8,13 @@ from typing import Literal
 from rich.console import Console
 from rich.text import Text
 
-from doctor.model import CheckOutcome, Finding, Severity, Status
-from doctor.nodeset import compact, group_nodes
+from doctor.core.model import CheckOutcome, Finding, Severity, Status
+from doctor.core.nodeset import compact, group_nodes
+from doctor.judge.report import Report
 from doctor.render.allreduce import render_allreduce
 from doctor.render.checklist import CheckRow, SkipGroup, fold_checks
 from doctor.render.matrix import render_matrix
 from doctor.render.stacks import render_stacks
-from doctor.report import Report
 
 _STATUS_STYLE = {
     Status.PASS: ("ok", "green"),

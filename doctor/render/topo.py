@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from doctor.errors import UsageError
-from doctor.output import TopoFormat
-from doctor.topo.matrix import gpu_fabric, legend
-from doctor.topo.smi_text import export_topo_text
-from doctor.topo.view import TopoView, nic_affinity, topo_json
+from doctor.core.errors import UsageError
+from doctor.facts.topo.matrix import gpu_fabric, legend
+from doctor.facts.topo.smi_text import export_topo_text
+from doctor.facts.topo.view import TopoView, nic_affinity, topo_json
+from doctor.render.output import TopoFormat
 
 STYLES = {
     "X": "dim",

@@ -1,1 +1,2 @@
-"""Active stages: things done between nodes (SSH mesh, name resolution, reachability)."""
+"""Active stages: what runs on the nodes (the probe, the SSH mesh, reachability, the stacks agent,
+the allreduce) and the windows and pairs they run in."""

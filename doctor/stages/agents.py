@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from doctor.collect import FIND_PYTHON
-from doctor.inventory import Node
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import Event, Launcher, Worker, boot_args, start
+from doctor.stages.collect import FIND_PYTHON
 from doctor.stages.window import Window
-from doctor.transport.launch import Event, Launcher, Worker, boot_args, start
 
 POLL = 0.05
 # The start of every agent (the barrier) ends at most this many times ``ready_within`` after the

@@ -25,13 +25,13 @@ from importlib.resources import files
 from typing import Any
 
 from doctor.facts.coverage import Coverage
-from doctor.facts.mesh import OK, MeshLink, SshMesh, link_of
-from doctor.inventory import Node
+from doctor.facts.network.mesh import OK, MeshLink, SshMesh, link_of
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import Transport
+from doctor.nodes.transport.launchers import launcher_for
 from doctor.stages.agents import Said, run_agents
 from doctor.stages.pairs import Sampling, choose
 from doctor.stages.window import START, Window
-from doctor.transport import Transport
-from doctor.transport.launchers import launcher_for
 
 ALL_PAIRS_UP_TO = 16
 PER_SOURCE = 8

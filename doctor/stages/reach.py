@@ -17,17 +17,17 @@ from dataclasses import dataclass, replace
 from importlib.resources import files
 from typing import Any
 
-from doctor.collect import probe_argv
+from doctor.core.model import Missing
 from doctor.facts.coverage import Coverage
+from doctor.facts.network.reach import FAILED, Reachability, ReachLink, done_event, judge
 from doctor.facts.node import NodeFacts
-from doctor.facts.reach import FAILED, Reachability, ReachLink, done_event, judge
-from doctor.inventory import Node
-from doctor.model import Missing
 from doctor.nic.plan import reach_address
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import BatchTransport, ExecResult, Transport
+from doctor.nodes.transport.launchers import launcher_for
 from doctor.stages.agents import STARTING, Go, run_agents
+from doctor.stages.collect import probe_argv
 from doctor.stages.pairs import Sampling, choose
-from doctor.transport import BatchTransport, ExecResult, Transport
-from doctor.transport.launchers import launcher_for
 
 ALL_PAIRS_UP_TO = 32
 # Three SYNs (Linux sends them at 0, 1 and 3 s) before a pair is called a timeout: one lost

@@ -20,13 +20,13 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from doctor.collect import python_argv
-from doctor.facts.stacks import NodeStacks, StacksFacts, parse_node
-from doctor.inventory import Node
-from doctor.jsonable import loads
-from doctor.model import NodeFailure
-from doctor.transport import BatchTransport, ExecResult, Transport
-from doctor.transport.launch import boot_args
+from doctor.core.jsonable import loads
+from doctor.core.model import NodeFailure
+from doctor.facts.hang.stacks import NodeStacks, StacksFacts, parse_node
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import BatchTransport, ExecResult, Transport
+from doctor.nodes.transport.launch import boot_args
+from doctor.stages.collect import python_argv
 
 TRANSPORT_GRACE = 3.0  # the agent answers by its deadline; the transport waits this much more
 RAS_NODES = 2  # RAS answers for the whole job: asking on two nodes is enough

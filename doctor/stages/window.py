@@ -7,7 +7,7 @@ as the fastest seen and halves when one is much slower, or times out (TCP's AIMD
 idea of taking the fastest time seen as the uncongested one). It opens quickly where logins are
 cheap: from START it grows by one per login that ended in time until the first sign of
 congestion, then by one per window's worth, between FLOOR and the pipeline's budget
-(``doctor.connect.WORKERS``: the ceiling; on a real cluster the window reaches it within a few
+(``doctor.nodes.connect.WORKERS``: the ceiling; on a real cluster the window reaches it within a few
 rounds).
 
 A halving is applied once per window: a login handed out before the last cut was judged under

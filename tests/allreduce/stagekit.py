@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks.allreduce import allreduce as allreduce_check
-from doctor.allreduce.stage import Job, run_allreduce
+from doctor.core.model import Finding
 from doctor.facts.allreduce import AllreduceFacts, RunResult
 from doctor.facts.cluster import ClusterFacts
-from doctor.model import Finding
-from doctor.runner import run_checks
-from doctor.transport.launch import Launcher
+from doctor.judge.runner import run_checks
+from doctor.nodes.transport.launch import Launcher
+from doctor.stages.allreduce.stage import Job, run_allreduce
 
 
 @dataclass

@@ -9,9 +9,9 @@ from dataclasses import replace
 from doctor.facts.frameworks import FrameworkFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.pci import PciDevice
-from doctor.inventory import Node
-from doctor.pipeline import job_for
-from doctor.request import AllreduceSettings
+from doctor.nodes.inventory import Node
+from doctor.pipeline.request import AllreduceSettings
+from doctor.pipeline.steps import job_for
 from tests import factkit as fk
 
 
@@ -63,7 +63,7 @@ def test_one_local_gpu_runs_one_nccl_rank_not_two_on_the_same_gpu() -> None:
     import json
     from pathlib import Path
 
-    from doctor.capture import Capture
+    from doctor.core.capture import Capture
     from doctor.facts.node import parse_node
 
     raw = json.loads((Path(__file__).parents[1] / "fixtures/gpu/h200/probe.json").read_text())

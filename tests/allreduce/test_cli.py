@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from doctor.main import main
+from doctor.cli.main import main
 
 
 def free_port() -> int:

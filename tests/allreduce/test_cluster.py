@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from doctor.allreduce.stage import Job as Request
+from doctor.cli.main import main
+from doctor.core.model import Finding
 from doctor.facts.allreduce import Deadlines
-from doctor.inventory import build_inventory
-from doctor.main import main
-from doctor.model import Finding
-from doctor.transport import SshOptions
-from doctor.transport.ssh import SshTransport
-from doctor.transport.ssh_launch import SshLauncher
+from doctor.nodes.inventory import build_inventory
+from doctor.nodes.transport import SshOptions
+from doctor.nodes.transport.ssh import SshTransport
+from doctor.nodes.transport.ssh_launch import SshLauncher
+from doctor.stages.allreduce.stage import Job as Request
 from tests.allreduce.stagekit import Staged as StageResult
 from tests.allreduce.stagekit import run_stage
 from tests.cluster.harness import Cluster, make_cluster

@@ -10,10 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from checks.allreduce import Prediction, nccl_choices
-from doctor.allreduce.stage import read_logs as scan
+from doctor.core.model import Finding
 from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
-from doctor.inventory import Node
-from doctor.model import Finding
+from doctor.nodes.inventory import Node
+from doctor.stages.allreduce.stage import read_logs as scan
 
 
 def nccl_findings(run: RunResult, seen: object, predicted: dict[str, Prediction]) -> list[Finding]:

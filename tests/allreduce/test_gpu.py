@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from doctor.allreduce.stage import Job as Request
-from doctor.inventory import Node
-from doctor.transport.launch import LocalLauncher, Process
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import LocalLauncher, Process
+from doctor.stages.allreduce.stage import Job as Request
 from tests.allreduce.stagekit import run_stage
 
 torch = pytest.importorskip("torch")

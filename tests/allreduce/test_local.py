@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from doctor.allreduce.run import run_plan
-from doctor.allreduce.stage import Job as Request
 from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank
-from doctor.inventory import Node
-from doctor.transport.launch import LocalLauncher, Process
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import LocalLauncher, Process
+from doctor.stages.allreduce.run import run_plan
+from doctor.stages.allreduce.stage import Job as Request
 from tests.allreduce.stagekit import judge, run_stage
 
 SIZES = (1024, 4096, 65536)
@@ -172,7 +172,7 @@ def test_a_rank_that_ends_before_it_is_recorded_is_not_an_internal_error(monkeyp
     # The fault matrix: node3 had no Python, its worker's output ended before launch() recorded
     # the worker, and the end-of-output event raised KeyError (exit 3, no report). The delay
     # makes that order certain.
-    import doctor.allreduce.run as run_module
+    import doctor.stages.allreduce.run as run_module
 
     real_start = run_module.start
 

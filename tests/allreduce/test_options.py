@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.errors import UsageError
-from doctor.request import parse_env, parse_size, parse_sizes
+from doctor.core.errors import UsageError
+from doctor.pipeline.request import parse_env, parse_size, parse_sizes
 
 
 def test_sizes_as_a_range_are_powers_of_two() -> None:

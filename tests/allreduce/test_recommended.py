@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from doctor.allreduce.stage import Job, try_recommended
 from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
-from doctor.inventory import Node
+from doctor.nodes.inventory import Node
+from doctor.stages.allreduce.stage import Job, try_recommended
 
 NODES = (Node("n1"), Node("n2"))
 ADVICE = {"GLOO_SOCKET_IFNAME": "eth0"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from checks.allreduce import verdict
+from doctor.core.model import Severity
 from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RankState, RunResult
-from doctor.inventory import Node
-from doctor.model import Severity
+from doctor.nodes.inventory import Node
 
 
 def plan(n: int) -> Plan:

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from doctor.allreduce.run import worker_argv, worker_source, worker_spec
 from doctor.facts.allreduce import Plan, Rank
-from doctor.inventory import Node
-from doctor.transport.launch import Event, LocalLauncher, LocalProcess, start
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport.launch import Event, LocalLauncher, LocalProcess, start
+from doctor.stages.allreduce.run import worker_argv, worker_source, worker_spec
 
 
 def test_worker_is_python_3_8_and_imports_only_stdlib_and_torch() -> None:
@@ -73,8 +73,8 @@ def test_rank_zero_reports_the_interface_address_and_port_before_importing_torch
 
 
 def test_nccl_is_asked_for_what_its_version_has(monkeypatch: pytest.MonkeyPatch) -> None:
-    from doctor.allreduce import worker
-    from doctor.allreduce.run import NCCL_DEBUG_ENV
+    from doctor.stages.allreduce import worker
+    from doctor.stages.allreduce.run import NCCL_DEBUG_ENV
 
     for key, value in NCCL_DEBUG_ENV.items():
         monkeypatch.setenv(key, value)

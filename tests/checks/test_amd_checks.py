@@ -13,13 +13,13 @@ from checks.amd import CHECKS as AMD_CHECKS
 from checks.gpu_count import count
 from checks.gpu_health import CHECKS as HEALTH_CHECKS
 from checks.rdma import gid_index
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Finding, Status
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.inventory import Node
-from doctor.model import Finding, Status
+from doctor.judge.runner import run_checks
 from doctor.nic.plan import with_plan
-from doctor.runner import run_checks
+from doctor.nodes.inventory import Node
 from tests import factkit as fk
 from tests.amdtree import AmdNode, write_amd_node
 from tests.conftest import run_probe
@@ -131,7 +131,7 @@ def test_gpu_count_against_the_others_and_the_slots() -> None:
 
 
 def test_a_mixed_nvidia_and_amd_cluster_is_reported_not_crashed() -> None:
-    from doctor.registry import load_checks
+    from doctor.judge.registry import load_checks
 
     nvidia = fk.node("h100-1", pci=[fk.gpu()], driver=fk.driver())
     results = run_checks(load_checks(), fk.cluster(nvidia, _facts(HEALTHY)))

@@ -8,14 +8,14 @@ from typing import Any
 from checks.cluster import clock_skew, doctor_version, identity_unique, names_resolve, slots_gpus
 from checks.system import node_reach
 from doctor import __version__
+from doctor.core.model import Missing, NodeFailure, Severity
 from doctor.facts.cluster import ClusterFacts
+from doctor.facts.network.peers import PeerFacts
 from doctor.facts.node import NodeFacts
-from doctor.facts.peers import PeerFacts
 from doctor.facts.system import SystemFacts
-from doctor.inventory import Node
-from doctor.model import Missing, NodeFailure, Severity
+from doctor.judge.runner import run_checks
+from doctor.nodes.inventory import Node
 from doctor.plugin import Skip
-from doctor.runner import run_checks
 from tests import factkit as fk
 
 ADDR = {"n1": "198.18.0.1", "n2": "198.18.0.2", "n3": "198.18.0.3"}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from checks.gpu import gpu_driver
-from doctor.model import Missing, Status
-from doctor.runner import run_checks
+from doctor.core.model import Missing, Status
+from doctor.judge.runner import run_checks
 from tests import factkit as fk
 
 

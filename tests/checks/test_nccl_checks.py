@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from checks.nccl import nccl_libraries, nccl_torch_vs_system
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing, Status
 from doctor.facts.node import parse_node
-from doctor.model import Missing, Status
-from doctor.runner import run_checks
+from doctor.judge.runner import run_checks
 from tests import factkit as fk
 
 
@@ -80,7 +80,7 @@ def test_unloadable_library_is_named() -> None:
 
 def test_real_unloadable_library_from_the_probe(tmp_path: Path, monkeypatch) -> None:
     """The probe run for real with a file named libnccl.so.2 that is not a library."""
-    from doctor import probe
+    from doctor.stages import probe
 
     (tmp_path / "libnccl.so.2").write_text("not an ELF file\n")
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))

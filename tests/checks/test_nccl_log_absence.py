@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from checks.nccl_log import drift
+from doctor.core.model import Severity
 from doctor.explain.nccl_log import parse_nccl_log
-from doctor.model import Severity
 from tests.checks.test_nccl_log_checks import analyze
 
 

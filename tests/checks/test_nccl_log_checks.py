@@ -141,11 +141,11 @@ LIVE = {
 
 def test_the_live_allreduce_logs_are_judged_too() -> None:
     from checks.nccl_log import nccl_log
-    from doctor.allreduce.stage import with_logs
+    from doctor.core.model import Severity
     from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RankState, RunResult
-    from doctor.facts.rdma import Hca, Port, RdmaFacts
-    from doctor.inventory import Node
-    from doctor.model import Severity
+    from doctor.facts.network.rdma import Hca, Port, RdmaFacts
+    from doctor.nodes.inventory import Node
+    from doctor.stages.allreduce.stage import with_logs
     from tests.factkit import cluster, node
 
     port = Port(1, 4, "ACTIVE", "LinkUp", 200.0, "InfiniBand", ())

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from doctor.core.model import Status
 from doctor.facts.node import NodeFacts
-from doctor.model import Status
-from doctor.registry import load_checks
-from doctor.runner import run_checks
+from doctor.judge.registry import load_checks
+from doctor.judge.runner import run_checks
 from tests import factkit as fk
 
 # What each check passing on a CPU node judged there.

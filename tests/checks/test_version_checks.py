@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from checks.versions import driver_drift, nccl_drift, nccl_settings_drift, software_drift
-from doctor.facts.nccl import NcclConf
-from doctor.model import Missing, Status
-from doctor.runner import run_checks
+from doctor.core.model import Missing, Status
+from doctor.facts.nccl.libraries import NcclConf
+from doctor.judge.runner import run_checks
 from tests import factkit as fk
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.main import main
+from doctor.cli.main import main
 from doctor.render.json_report import validate
 from tests.cluster.harness import Cluster, make_cluster
 from tests.cluster.netns import sh

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from doctor import __version__
-from doctor.main import main
+from doctor.cli.main import main
 from doctor.render.json_report import validate
 from doctor.render.matrix import render_matrix
 

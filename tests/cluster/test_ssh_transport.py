@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from doctor.collect import gather
-from doctor.inventory import Node, build_inventory
-from doctor.model import NodeFailure
-from doctor.transport import ExecResult, SshOptions
-from doctor.transport.ssh import SshTransport
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node, build_inventory
+from doctor.nodes.transport import ExecResult, SshOptions
+from doctor.nodes.transport.ssh import SshTransport
+from doctor.stages.collect import gather
 
 pytestmark = pytest.mark.cluster
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from doctor.drift import drift_findings, need_drift
+from doctor.core.model import Missing
 from doctor.facts.node import NodeFacts
-from doctor.model import Missing
+from doctor.judge.drift import drift_findings, need_drift
 from doctor.plugin import Skip
 from tests.factkit import cluster, real
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.transport.known_hosts import KnownHosts
+from doctor.nodes.transport.known_hosts import KnownHosts
 
 NAMES = ["node1", "10.0.0.7", "[node2]:2222", "gpu01.example.com"]
 

@@ -4,7 +4,7 @@ import hostlist
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doctor.nodeset import compact, name_peers, split_by_value
+from doctor.core.nodeset import compact, name_peers, split_by_value
 
 
 def test_compact_keeps_padding_and_ranges() -> None:

@@ -9,9 +9,9 @@ import sys
 import time
 from importlib import metadata
 
-from doctor.capture import Capture
-from doctor.collect import probe_argv, probe_source
+from doctor.core.capture import Capture
 from doctor.facts.node import parse_node
+from doctor.stages.collect import probe_argv, probe_source
 from tests.cluster.netns import netns
 from tests.conftest import run_probe
 

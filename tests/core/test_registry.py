@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.registry import load_checks, select
+from doctor.judge.registry import load_checks, select
 
 
 def _install_plugin(site: Path, name: str, module_source: str) -> None:
@@ -45,8 +45,7 @@ def test_a_third_party_plugin_is_found_like_the_builtins(tmp_path: Path) -> None
     _install_plugin(
         tmp_path,
         "siteplug",
-        "from doctor.model import Finding, Severity\n"
-        "from doctor.plugin import node_check\n"
+        "from doctor.plugin import Finding, Severity, node_check\n"
         "@node_check('site.motd', 'site policy', codes={'site.motd.seen': 'seen'})\n"
         "def motd(facts):\n"
         "    yield Finding('site.motd.seen', Severity.WARN, 'site check ran')\n"

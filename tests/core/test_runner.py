@@ -3,13 +3,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
+from doctor.core.model import Finding, Missing, Severity, Status
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
-from doctor.inventory import Node
-from doctor.model import Finding, Missing, Severity, Status
+from doctor.judge.report import merge_findings
+from doctor.judge.runner import run_checks
+from doctor.nodes.inventory import Node
 from doctor.plugin import cluster_check, need, node_check
-from doctor.report import merge_findings
-from doctor.runner import run_checks
 from tests.factkit import cluster, real
 
 CAPTURE = "cpu-torch-wheel"  # a real capture of a CPU machine

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from doctor.main import main
+from doctor.cli.main import main
 from doctor.render.json_report import schema
 from tests.explain.fixtures import LOGS, body
 

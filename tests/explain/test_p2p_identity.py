@@ -11,8 +11,8 @@ cudaErrorPeerAccessUnsupported (217) and cudaErrorTooManyPeers (711), as PyTorch
 
 from __future__ import annotations
 
+from doctor.core.model import Finding
 from doctor.explain.engine import Scanner, findings
-from doctor.model import Finding
 from tests.explain.fixtures import LOGS, scan
 
 

@@ -8,9 +8,9 @@ from importlib.resources import files
 
 import pytest
 
+from doctor.core.model import Severity
 from doctor.explain.catalogue import CatalogueError, catalogue, parse_catalogue
 from doctor.explain.engine import context, findings
-from doctor.model import Severity
 from tests.explain.fixtures import LOGS, scan
 
 # The codes each fixture must produce, in the order the failures happened.

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

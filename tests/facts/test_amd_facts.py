@@ -11,12 +11,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from doctor.capture import Capture
-from doctor.facts.amd import bad_page_flags, parse_amd, pcie_gen, properties
-from doctor.facts.amd_types import AmdFacts
-from doctor.facts.gpus import GpuFacts
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.amd.model import AmdFacts
+from doctor.facts.amd.sysfs import bad_page_flags, parse_amd, pcie_gen, properties
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.model import Missing
 from tests.amdtree import AmdNode, bdf, write_amd_node
 from tests.conftest import run_probe
 

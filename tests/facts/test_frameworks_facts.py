@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from capturekit import overlay, raw_capture
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.frameworks import (
     TorchFacts,
     parse_assignments,
     parse_frameworks,
     parse_metadata,
 )
-from doctor.facts.nccl import parse_nccl
-from doctor.model import Missing
+from doctor.facts.nccl.libraries import parse_nccl
 
 SITE = "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages"
 TORCH = f"{SITE}/torch"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from capturekit import overlay, raw_capture
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.mpi import MpiFacts, parse_mpi, parse_mpirun_version
-from doctor.model import Missing
 
 
 @pytest.mark.parametrize(

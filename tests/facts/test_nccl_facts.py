@@ -10,10 +10,10 @@ from pathlib import Path
 
 from capturekit import raw_capture
 
-from doctor import probe
-from doctor.capture import Capture, CommandResult
-from doctor.facts.nccl import MARK, decode_version, parse_call, parse_conf, parse_nccl
-from doctor.model import Missing
+from doctor.core.capture import Capture, CommandResult
+from doctor.core.model import Missing
+from doctor.facts.nccl.libraries import MARK, decode_version, parse_call, parse_conf, parse_nccl
+from doctor.stages import probe
 
 WHEEL_NCCL = (
     "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"

@@ -10,11 +10,12 @@ import sys
 import pytest
 from capturekit import nvidia_child, nvidia_text, overlay, raw_capture
 
-from doctor import probe
-from doctor.capture import Capture
-from doctor.facts.driver import DriverFacts, cuda_version, parse_driver, parse_nvrm
-from doctor.facts.gpus import GpuFacts, parse_gpus, parse_smi_csv, sysfs_bus_id
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.gpu import GpuFacts, sysfs_bus_id
+from doctor.facts.nvidia.driver import DriverFacts, cuda_version, parse_driver, parse_nvrm
+from doctor.facts.nvidia.gpus import parse_gpus, parse_smi_csv
+from doctor.stages import probe
 
 PROC = "/proc/driver/nvidia/version"
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from capturekit import overlay, raw_capture
 
-from doctor import probe
-from doctor.facts.driver import DriverFacts, parse_driver
-from doctor.facts.gpus import GpuFacts, parse_gpus
+from doctor.facts.gpu import GpuFacts
+from doctor.facts.nvidia.driver import DriverFacts, parse_driver
+from doctor.facts.nvidia.gpus import parse_gpus
+from doctor.stages import probe
 
 FAKE_PYNVML = '''
 """MOCK pynvml for tests/facts/test_nvml_child.py: two GPUs, the second an older one."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.capture import CommandResult
+from doctor.core.capture import CommandResult
 from doctor.facts.child import marked
-from doctor.facts.driver import parse_nvrm
 from doctor.facts.frameworks import parse_metadata
-from doctor.facts.gpus import parse_smi_csv
 from doctor.facts.mpi import parse_mpirun_version
-from doctor.facts.nccl import MARK, parse_conf
+from doctor.facts.nccl.libraries import MARK, parse_conf
+from doctor.facts.nvidia.driver import parse_nvrm
+from doctor.facts.nvidia.gpus import parse_smi_csv
 
 # Text shaped like the real thing: the separators and markers these parsers look for.
 tokens = st.sampled_from([*'ab09.,:= \n\t[]/-+#@{}"', MARK, "NVRM version:", "Version:"])

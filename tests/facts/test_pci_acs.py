@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from checks.topo import acs_redirect
-from doctor import probe
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
 from doctor.facts.pci import ROOT, Acs, parse_acs, parse_pci
-from doctor.model import Missing
 from doctor.plugin import Skip
+from doctor.stages import probe
 from tests import factkit
 
 

@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 from checks.versions import nccl_drift
-from doctor.capture import Capture
-from doctor.facts.nccl import NcclFacts
+from doctor.core.capture import Capture
+from doctor.facts.nccl.libraries import NcclFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.runner import run_checks
+from doctor.judge.runner import run_checks
 from tests import factkit as fk
 from tests.conftest import run_probe
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import socket
 import time
 
-from doctor.inventory import Node
-from doctor.model import NodeFailure
-from doctor.transport import SshOptions
-from doctor.transport.ssh import SshTransport
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import SshOptions
+from doctor.nodes.transport.ssh import SshTransport
 
 
 def test_silent_sshd_is_a_timeout_in_one_line(capfd) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.files import write_whole
-from doctor.main import main
+from doctor.cli.main import main
+from doctor.core.files import write_whole
 
 REPORT = '{"schema_version": "1.1", "nodes": {}}\n' * 400  # 16 KB: more than the disk holds
 

@@ -7,11 +7,10 @@ import dataclasses
 import pytest
 
 from checks import gpu_health as gh
-from doctor.facts.gpu_health import GpuHealth, GpuProcess
-from doctor.facts.gpu_host import GpuHostFacts, XidEvent
-from doctor.facts.gpus import Gpu, GpuFacts
-from doctor.model import Missing, Status
-from doctor.runner import run_checks
+from doctor.core.model import Missing, Status
+from doctor.facts.gpu import Gpu, GpuFacts, GpuHealth, GpuProcess
+from doctor.facts.nvidia.gpu_host import GpuHostFacts, XidEvent
+from doctor.judge.runner import run_checks
 from tests import factkit as fk
 
 

@@ -7,12 +7,12 @@ import contextlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.facts.gpu_host import parse_xid
-from doctor.facts.gpus import parse_smi_csv
-from doctor.facts.smi_table import parse_table
-from doctor.facts.smi_tree import parse_query_text, parse_query_xml
+from doctor.facts.nvidia.gpu_host import parse_xid
+from doctor.facts.nvidia.gpus import parse_smi_csv
+from doctor.facts.nvidia.smi_table import parse_table
+from doctor.facts.nvidia.smi_tree import parse_query_text, parse_query_xml
+from doctor.facts.topo.smi_text import TopoParseError, parse_topo_text
 from doctor.paste.nvidia import NVIDIA_KINDS
-from doctor.topo.smi_text import TopoParseError, parse_topo_text
 
 tokens = st.sampled_from(
     [

@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from doctor.capture import Capture
-from doctor.facts.driver import DriverFacts, parse_driver
-from doctor.facts.gpu_host import parse_gpu_host
-from doctor.facts.gpus import GpuFacts, parse_gpus
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.node import parse_node
-from doctor.model import Missing
+from doctor.facts.nvidia.driver import DriverFacts, parse_driver
+from doctor.facts.nvidia.gpu_host import parse_gpu_host
+from doctor.facts.nvidia.gpus import parse_gpus
+from doctor.facts.topo.smi_text import parse_topo_text
 from doctor.paste.nvidia import NVIDIA_KINDS
-from doctor.topo.smi_text import parse_topo_text
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

@@ -13,8 +13,8 @@ import pytest
 
 from checks.hang import hang
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.hang import hang_view
-from doctor.facts.stacks import StacksFacts, parse_node
+from doctor.facts.hang.shape import hang_view
+from doctor.facts.hang.stacks import StacksFacts, parse_node
 from doctor.stages import stacks_agent
 
 H200 = Path(__file__).parents[1] / "fixtures" / "gpu" / "h200"

@@ -9,7 +9,8 @@ import pytest
 from doctor.job.argv import parse_launch
 from doctor.job.command import fill, stages_for, targets_for
 from doctor.job.forward import forward
-from doctor.request import Profile, StageSettings, Targets
+from doctor.nodes.targets import Targets
+from doctor.pipeline.request import Profile, StageSettings
 from doctor.stages.pairs import Sampling
 
 

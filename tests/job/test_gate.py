@@ -8,14 +8,14 @@ import socket
 
 import pytest
 
+from doctor.core.model import Severity
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.job.gate import Verdict, judge
-from doctor.model import Severity
-from doctor.pipeline import NOT_TESTED, derive
-from doctor.registry import load_checks, select
-from doctor.report import Report
-from doctor.runner import run_checks
+from doctor.judge.registry import load_checks, select
+from doctor.judge.report import Report
+from doctor.judge.runner import run_checks
+from doctor.pipeline.steps import NOT_TESTED, derive
 from tests.cluster.netns import netns
 from tests.nic.scenarios import facts_in
 

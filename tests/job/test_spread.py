@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.inventory import local_node
 from doctor.job.explain import job_explanation
 from doctor.job.spread import Launch, run_job
-from doctor.transport.launch import LocalLauncher
+from doctor.nodes.inventory import local_node
+from doctor.nodes.transport.launch import LocalLauncher
 
 
 def node(name: str):  # type: ignore[no-untyped-def]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
 from doctor.facts.node import NodeFacts, parse_node
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import with_plan

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from checks.nics import gloo_iface, mpi_iface, nccl_iface, nic_cluster, two_in_subnet
+from doctor.core.model import Finding, Missing, Severity
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
-from doctor.model import Finding, Missing, Severity
 from doctor.nic.plan import cluster_recommendation, plan_node, with_plan
 from tests.cluster.netns import Netns, netns
 from tests.nic.scenarios import facts_in, library_choice, no_dad, plan_in, predicted

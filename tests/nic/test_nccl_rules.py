@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.facts.net import AF_INET, AF_INET6, IFF_RUNNING, IFF_UP, IfAddr, NetFacts
+from doctor.facts.network.net import AF_INET, AF_INET6, IFF_RUNNING, IFF_UP, IfAddr, NetFacts
 from doctor.nic.config import Setting
 from doctor.nic.nccl import (
     decode_unique_id,

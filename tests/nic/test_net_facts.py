@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from doctor.capture import Capture
-from doctor.facts.net import AF_INET, AF_INET6, NetFacts, parse_net
+from doctor.core.capture import Capture
+from doctor.facts.network.net import AF_INET, AF_INET6, NetFacts, parse_net
 from tests.cluster.netns import netns
 from tests.nic.scenarios import no_dad, probe_in
 

@@ -3,9 +3,9 @@ stray libnccl (doctor/nic/library.py pick); elsewhere NCCL's order stays."""
 
 from __future__ import annotations
 
-from doctor.facts.amd_text import TextFacts, TextGpu, amd_from_text
-from doctor.facts.nccl import NcclFacts, NcclLibrary
-from doctor.model import Missing
+from doctor.core.model import Missing
+from doctor.facts.amd.text_output import TextFacts, TextGpu, amd_from_text
+from doctor.facts.nccl.libraries import NcclFacts, NcclLibrary
 from doctor.nic.library import nccl_version, pick
 from tests import factkit as fk
 

@@ -6,9 +6,9 @@ import dataclasses
 
 from checks.nics import nccl_iface
 from checks.rdma import memlock, rdma_state
-from doctor.capture import Capture
+from doctor.core.capture import Capture
 from doctor.facts.limits import Rlimit
-from doctor.facts.rdma import parse_rate, parse_rdma, parse_state
+from doctor.facts.network.rdma import parse_rate, parse_rdma, parse_state
 from doctor.nic.config import Setting
 from doctor.nic.nccl import ib_choice
 from doctor.nic.plan import with_plan

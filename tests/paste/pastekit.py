@@ -6,7 +6,7 @@ import io
 import json
 from pathlib import Path
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
 from doctor.paste import read_inputs
 
 PASTES = Path(__file__).parent.parent / "fixtures" / "paste"

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from checks.amd import xgmi
-from doctor.facts.amd_types import AmdFacts
-from doctor.facts.gpus import GpuFacts
+from doctor.core.model import Status
+from doctor.facts.amd.model import AmdFacts
+from doctor.facts.gpu import GpuFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.model import Status
-from doctor.runner import run_checks
+from doctor.judge.runner import run_checks
 from tests import factkit as fk
 from tests.amdtree import bdf
 from tests.paste.pastekit import read_text

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from doctor.cli.main import main
+from doctor.core.model import Finding
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import parse_node
-from doctor.main import main
-from doctor.model import Finding
+from doctor.judge.registry import load_checks
+from doctor.judge.report import Report
+from doctor.judge.runner import run_checks
 from doctor.paste import read_inputs
-from doctor.registry import load_checks
-from doctor.report import Report
-from doctor.runner import run_checks
 from tests.paste.pastekit import captured_stdout, pasted
 
 

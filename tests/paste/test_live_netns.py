@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from doctor.capture import Capture
-from doctor.facts.net import NetFacts, parse_net
+from doctor.core.capture import Capture
+from doctor.facts.network.net import NetFacts, parse_net
 from tests.cluster.netns import netns
 from tests.paste.pastekit import read_text
 
 pytestmark = pytest.mark.cluster
 
-PROBE = "import json, doctor.probe as p; print(json.dumps(p.collect()))"
+PROBE = "import json, doctor.stages.probe as p; print(json.dumps(p.collect()))"
 
 
 def test_pasted_outputs_classify_as_the_probe_does() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from doctor.core.jsonable import jsonable
 from doctor.facts.node import parse_node
-from doctor.jsonable import jsonable
 from doctor.paste.split import unindent
 from tests.paste.pastekit import PASTES, read_text
 

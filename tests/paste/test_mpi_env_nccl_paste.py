@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from doctor.core.model import Missing
 from doctor.facts.mpi import MpiFacts, parse_mpi
-from doctor.facts.nccl import NcclFacts, parse_nccl
+from doctor.facts.nccl.libraries import NcclFacts, parse_nccl
 from doctor.facts.node import parse_node
-from doctor.model import Missing
 from tests.paste.pastekit import captured_stdout, pasted, read_text, written_blocks
 
 

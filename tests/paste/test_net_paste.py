@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from doctor.capture import Capture
-from doctor.facts.net import NetFacts, parse_net
-from doctor.model import Missing
+from doctor.core.capture import Capture
+from doctor.core.model import Missing
+from doctor.facts.network.net import NetFacts, parse_net
 from tests.paste.pastekit import PASTES, pasted, read_text
 
 EVERY_FORM = [

@@ -1,12 +1,12 @@
 """Interface kinds in pasted listings: what the text shows, else a guess from the name that says
-it is one (doctor/facts/ifkind.py, the classifier the probe's sysfs path uses too)."""
+it is one (doctor/facts/network/ifkind.py, the classifier the probe's sysfs path uses too)."""
 
 from __future__ import annotations
 
 from rich.console import Console
 
-from doctor.facts.ifkind import Evidence, IfKind, classify
-from doctor.facts.net import NetFacts, parse_net
+from doctor.facts.network.ifkind import Evidence, IfKind, classify
+from doctor.facts.network.net import NetFacts, parse_net
 from doctor.facts.node import parse_node
 from doctor.nic.plan import plan_node
 from doctor.render.nics import render_table

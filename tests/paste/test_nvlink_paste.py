@@ -1,17 +1,17 @@
 """Pasted `nvidia-smi nvlink -s` / `-e`: the NVLink facts the NVML path gives, judged by the same
-topo.nvlink check (doctor/topo/smi_nvlink.py)."""
+topo.nvlink check (doctor/facts/topo/smi_nvlink.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from checks.topo import gpu_sockets, nvlink_health
+from doctor.core.model import CheckOutcome, Severity, Status
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import parse_node
-from doctor.facts.topo import TopoFacts
-from doctor.model import CheckOutcome, Severity, Status
+from doctor.facts.topo.topology import TopoFacts
+from doctor.judge.runner import run_checks
 from doctor.plugin import CheckSpec
-from doctor.runner import run_checks
 from tests.paste.pastekit import pasted, read_text
 
 STATUS = pasted("written-nvidia-smi-nvlink-s.txt")

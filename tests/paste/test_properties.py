@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.capture import Capture
-from doctor.errors import UsageError
+from doctor.core.capture import Capture
+from doctor.core.errors import UsageError
 from doctor.facts.node import FACT_AREAS, parse_node
 from doctor.paste import KINDS, read_inputs, reader
 from tests.paste.pastekit import PASTES

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from doctor.core.model import Missing
 from doctor.facts.cluster import ClusterFacts
+from doctor.facts.network.rdma import RdmaFacts, parse_rdma
 from doctor.facts.node import parse_node
-from doctor.facts.rdma import RdmaFacts, parse_rdma
-from doctor.model import Missing
-from doctor.registry import load_checks
-from doctor.runner import run_checks
+from doctor.judge.registry import load_checks
+from doctor.judge.runner import run_checks
 from tests.paste.pastekit import pasted, read_text, written_blocks
 
 TOOLS = written_blocks("written-rdma-tools.txt")

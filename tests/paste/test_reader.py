@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.errors import UsageError
+from doctor.core.errors import UsageError
 from doctor.facts.mpi import MpiFacts, parse_mpi
-from doctor.facts.net import NetFacts, parse_net
+from doctor.facts.network.net import NetFacts, parse_net
 from doctor.paste import KINDS, read_inputs, reader, skipped
 from tests.paste.pastekit import CAPTURES, PASTES, pasted, read_text
 

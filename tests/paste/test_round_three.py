@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from doctor.facts.amd import AmdFacts
-from doctor.facts.nccl import NcclFacts
+from doctor.facts.amd.sysfs import AmdFacts
+from doctor.facts.nccl.libraries import NcclFacts
+from doctor.facts.network.rdma import RdmaFacts, parse_rdma
 from doctor.facts.node import parse_node
-from doctor.facts.rdma import RdmaFacts, parse_rdma
 from tests.paste.pastekit import pasted, read_text, written_blocks
 
 AMD = Path(__file__).resolve().parents[1] / "fixtures" / "amd"

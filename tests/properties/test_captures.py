@@ -12,11 +12,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.capture import Capture, CaptureError
-from doctor.errors import UsageError
+from doctor.core.capture import Capture, CaptureError
+from doctor.core.errors import UsageError
+from doctor.core.model import Missing
 from doctor.facts.node import parse_node
 from doctor.facts.system import parse_cpu_list
-from doctor.model import Missing
 from doctor.paste import read_inputs
 from tests.properties.counting import counted
 from tests.properties.strategies import NOISE

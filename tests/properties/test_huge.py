@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 import typer
 
-from doctor.cli import app
-from doctor.config import config_defaults
-from doctor.errors import UsageError
+from doctor.cli.app import app
+from doctor.cli.config import config_defaults
+from doctor.core.errors import UsageError
 from doctor.explain.scan import explain
-from doctor.inventory import parse_hosts_arg, read_hostfile
+from doctor.facts.topo.smi_text import TopoParseError, parse_topo_text
 from doctor.nic.grammar import parse_nccl_list
+from doctor.nodes.inventory import parse_hosts_arg, read_hostfile
 from doctor.paste import read_inputs
-from doctor.topo.smi_text import TopoParseError, parse_topo_text
 from tests.faults.results import record
 
 GIB = 1 << 30

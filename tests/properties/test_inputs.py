@@ -9,10 +9,10 @@ import typer
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from doctor.cli import app
-from doctor.config import config_defaults
-from doctor.errors import UsageError
-from doctor.inventory import parse_hostfile_text, parse_hosts_arg, slurm_entries
+from doctor.cli.app import app
+from doctor.cli.config import config_defaults
+from doctor.core.errors import UsageError
+from doctor.nodes.inventory import parse_hostfile_text, parse_hosts_arg, slurm_entries
 from tests.properties.counting import counted
 from tests.properties.strategies import any_text
 

@@ -12,11 +12,11 @@ import zlib
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from doctor.facts.mesh import link_of
-from doctor.facts.reach import done_event
-from doctor.topo.smi_text import TopoParseError, parse_topo_text
-from doctor.transport import ExecResult
-from doctor.transport.srun import TAG, split_frames
+from doctor.facts.network.mesh import link_of
+from doctor.facts.network.reach import done_event
+from doctor.facts.topo.smi_text import TopoParseError, parse_topo_text
+from doctor.nodes.transport import ExecResult
+from doctor.nodes.transport.srun import TAG, split_frames
 from tests.properties.counting import counted
 from tests.properties.strategies import any_text
 
@@ -31,7 +31,8 @@ DEEP = "[" * 100_000 + "]" * 100_000  # nesting past the JSON decoder's recursio
 
 
 def frames(node: str, rc: int, out: bytes, err: bytes) -> list[bytes]:
-    """One node's answer framed the way the srun wrapper frames it (doctor/transport/srun.py)."""
+    """One node's answer framed the way the srun wrapper frames it
+    (doctor/nodes/transport/srun.py)."""
     po, pe = zlib.compress(out), zlib.compress(err)
     lines = [f"{TAG} {node} rc {rc} 0.5", f"{TAG} {node} out {base64.b64encode(po).decode()}"]
     lines += [f"{TAG} {node} err {base64.b64encode(pe).decode()}"]

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checks.nccl_log import nccl_log
+from doctor.core.model import Missing, Severity
 from doctor.explain.engine import Explanation, Scanner, findings
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import parse_node
-from doctor.model import Missing, Severity
 from doctor.paste import read_inputs
 from tests.explain.fixtures import LOGS, body
 from tests.properties.counting import counted

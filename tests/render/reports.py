@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doctor.jsonable import jsonable
+from doctor.core.jsonable import jsonable
+from doctor.facts.topo.smi_text import parse_topo_text
 from doctor.stages.pairs import Sampling, choose
-from doctor.topo.smi_text import parse_topo_text
 
 if TYPE_CHECKING:
     from tests.cluster.harness import Cluster

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.redact import Redactor
 from doctor.render.html import render_html
+from doctor.render.redact import Redactor
 from render.dom import Element, parse
 from render.reports import FIXTURES, REPORTS, large, load, renamed
 

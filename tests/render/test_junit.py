@@ -11,8 +11,8 @@ from pathlib import Path
 
 from builders import build_report, node, sample_report
 
+from doctor.core.model import Severity
 from doctor.facts.cluster import ClusterFacts
-from doctor.model import Severity
 from doctor.render.junit import render_junit
 
 XSD = Path(__file__).parent.parent / "fixtures" / "junit.xsd"

@@ -10,9 +10,9 @@ from builders import build_report, node, sample_report
 from rich.console import Console
 
 from checks.system import CHECKS as SYSTEM_CHECKS
+from doctor.core.model import Finding
 from doctor.facts.cluster import ClusterFacts
-from doctor.facts.reach import Reachability, ReachLink
-from doctor.model import Finding
+from doctor.facts.network.reach import Reachability, ReachLink
 from doctor.plugin import Skip, cluster_check
 from doctor.render.terminal import Detail, render_text
 from render.golden import assert_golden

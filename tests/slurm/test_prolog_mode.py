@@ -6,10 +6,11 @@ import io
 
 import pytest
 
-from doctor import pipeline, prolog
-from doctor.main import main
-from doctor.model import Finding, Severity
-from doctor.registry import load_checks, select
+from doctor.cli.main import main
+from doctor.core.model import Finding, Severity
+from doctor.judge.registry import load_checks, select
+from doctor.pipeline import prolog
+from doctor.pipeline import steps as pipeline
 
 
 def test_reason_line_names_node_code_and_the_rest() -> None:

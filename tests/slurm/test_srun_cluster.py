@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from doctor.capture import Capture
-from doctor.collect import TRANSPORT_GRACE, gather
-from doctor.inventory import Node
-from doctor.model import NodeFailure
-from doctor.transport import ExecResult
-from doctor.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
-from doctor.transport.srun_launch import SrunLauncher
+from doctor.core.capture import Capture
+from doctor.core.model import NodeFailure
+from doctor.nodes.inventory import Node
+from doctor.nodes.transport import ExecResult
+from doctor.nodes.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
+from doctor.nodes.transport.srun_launch import SrunLauncher
+from doctor.stages.collect import TRANSPORT_GRACE, gather
 from tests.cluster.slurm import Slurm
 from tests.slurm.conftest import DOCTOR
 
@@ -93,8 +93,8 @@ def test_auto_uses_srun_inside_an_allocation(slurm: Slurm) -> None:
 # (a second one would wait: the first job stays completing on the node whose slurmd is dead).
 TIMED = """
 import json, os, subprocess, sys, time
-from doctor.collect import gather
-from doctor.transport.srun import slurm_nodes
+from doctor.stages.collect import gather
+from doctor.nodes.transport.srun import slurm_nodes
 nodes, transport = slurm_nodes(None, None, os.environ)
 started = time.monotonic()
 results = gather(nodes, transport, {"deadline": 5.0})
@@ -195,7 +195,7 @@ def test_a_node_lost_mid_run_is_named_and_the_others_still_answer(slurm: Slurm) 
 
 CTRL_C = """
 import os, signal, subprocess, sys, threading
-from doctor.transport.srun import slurm_nodes
+from doctor.nodes.transport.srun import slurm_nodes
 nodes, transport = slurm_nodes(None, None, os.environ)
 threading.Timer(3, os.kill, (os.getpid(), signal.SIGINT)).start()
 try:

@@ -11,8 +11,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doctor.transport import ExecResult
-from doctor.transport.srun import (
+from doctor.nodes.transport import ExecResult
+from doctor.nodes.transport.srun import (
     SrunTransport,
     in_allocation,
     launch_failures,
@@ -22,7 +22,7 @@ from doctor.transport.srun import (
     srun_said,
     task_source,
 )
-from doctor.transport.srun_task import frame
+from doctor.nodes.transport.srun_task import frame
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -17,7 +17,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor import probe
+from doctor.stages import probe
 
 SWITCH = 2  # NVML_NVLINK_DEVICE_TYPE_SWITCH
 GPU_TYPE = 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from doctor.capture import Capture
+from doctor.core.capture import Capture
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "topo"
 KINDS = {  # class, vendor

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from doctor.capture import Capture
-from doctor.facts.topo import TopoFacts, parse_topo
+from doctor.core.capture import Capture
+from doctor.facts.topo.matrix import closeness, nccl_path
+from doctor.facts.topo.topology import TopoFacts, parse_topo
+from doctor.facts.topo.view import nic_affinity, topo_json, view_from_file, view_of
 from doctor.render.topo import render_topology
-from doctor.topo.matrix import closeness, nccl_path
-from doctor.topo.view import nic_affinity, topo_json, view_from_file, view_of
 from tests.amdtree import AmdNode, write_amd_node
 from tests.conftest import run_probe
 

@@ -14,13 +14,13 @@ from checks.topo import (
     topo_drift,
     topology_signature,
 )
-from doctor.capture import Capture
+from doctor.core.capture import Capture
+from doctor.core.model import CheckOutcome, Severity, Status
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts, parse_node
-from doctor.facts.topo import Port, TopoFacts
-from doctor.model import CheckOutcome, Severity, Status
+from doctor.facts.topo.topology import Port, TopoFacts
+from doctor.judge.runner import run_checks
 from doctor.plugin import CheckSpec
-from doctor.runner import run_checks
 from tests.topo.machines import hgx_h100, pcie_4gpu
 from tests.topo.sysfs_tree import FIXTURES, capture, smi_text, tree_capture
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.main import main
-from doctor.topo.smi_text import parse_topo_text
+from doctor.cli.main import main
+from doctor.facts.topo.smi_text import parse_topo_text
 from tests.topo.sysfs_tree import FIXTURES
 
 SMI = FIXTURES / "smi"

@@ -6,8 +6,8 @@ the ones the sysfs tree fixtures describe, so NIC distances come from the same t
 
 from __future__ import annotations
 
-from doctor.facts.topo import TopoFacts, parse_topo
-from doctor.topo.nvml import bitmask_members, bus_id, compact_ranges
+from doctor.facts.topo.nvml import bitmask_members, bus_id, compact_ranges
+from doctor.facts.topo.topology import TopoFacts, parse_topo
 from tests.topo.machines import dgx_a100, hgx_h100, pcie_4gpu
 from tests.topo.sysfs_tree import capture, smi_text
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from doctor.capture import Capture
-from doctor.facts.topo import TopoFacts, cross_check, parse_topo
-from doctor.topo.pcitree import PciPlace, nccl_switches, pci_label, place_from_realpath
-from doctor.topo.smi_text import parse_topo_text
+from doctor.core.capture import Capture
+from doctor.facts.topo.pcitree import PciPlace, nccl_switches, pci_label, place_from_realpath
+from doctor.facts.topo.smi_text import parse_topo_text
+from doctor.facts.topo.topology import TopoFacts, cross_check, parse_topo
 from tests.topo.sysfs_tree import FIXTURES, capture, smi_text
 
 

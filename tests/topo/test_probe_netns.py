@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import doctor
-from doctor.capture import Capture
-from doctor.facts.topo import TopoFacts, parse_topo
+from doctor.core.capture import Capture
+from doctor.facts.topo.topology import TopoFacts, parse_topo
 from tests.cluster.netns import netns
 
-PROBE = str(Path(doctor.__file__).with_name("probe.py"))
+PROBE = str(Path(doctor.__file__).parent / "stages" / "probe.py")
 
 
 @pytest.mark.cluster

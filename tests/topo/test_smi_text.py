@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.topo.matrix import KNOWN_COLUMNS, Topology
-from doctor.topo.smi_text import TopoParseError, export_topo_text, parse_topo_text
+from doctor.facts.topo.matrix import KNOWN_COLUMNS, Topology
+from doctor.facts.topo.smi_text import TopoParseError, export_topo_text, parse_topo_text
 from tests.topo.sysfs_tree import smi_text
 
 # fixture → (GPU count, NICs, a few cells, columns, GPU0's affinity values, NIC legend used)

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.nodeset import compact
+from doctor.core.nodeset import compact
 from doctor.render.figures import as_dict, as_list, as_text, dig
 
 # (heading, finding-code prefixes that flag the column)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.core.units import human_bytes
 from doctor.render.figures import as_dict, as_list, as_number, as_text
-from doctor.units import human_bytes
 
 
 @dataclass(frozen=True)

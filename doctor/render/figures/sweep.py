@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.nodeset import compact
+from doctor.core.nodeset import compact
+from doctor.core.units import human_bytes
 from doctor.render.figures import as_dict, as_list, as_number, as_text, dig
-from doctor.units import human_bytes
 
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 70, 16, 14, 40  # margins around the plotting box, px

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from doctor.nodeset import compact
+from doctor.core.nodeset import compact
+from doctor.facts.topo.matrix import PCIE_LEVELS, Topology, closeness, gpu_fabric, is_label
 from doctor.render.figures import as_dict, as_list, as_number, as_text, counted, dig
-from doctor.topo.matrix import PCIE_LEVELS, Topology, closeness, gpu_fabric, is_label
 
 BOX_W, BOX_H, GAP = 64, 28, 12  # a device's box and the space between two
 PAD, HEAD = 14, 36  # inside a socket: padding, and the heading's height (two lines)

@@ -1,0 +1,1 @@
+"""AMD: amdgpu sysfs and the KFD topology, the amdsmi bindings, amd-smi/rocm-smi/rocminfo output."""

@@ -1,0 +1,189 @@
+"""Run one allreduce across the plan's ranks, under per-phase deadlines; kill every rank after."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib.resources import files
+from typing import Any
+
+from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
+from doctor.nodes.transport.launch import Event, Launcher, Worker, boot_args, start
+
+POLL = 0.05
+# Environment variables every rank reports at launch, so "as configured" is seen, not assumed.
+REPORTED_ENV = (
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_HCA",
+    "NCCL_NET",
+    "NCCL_SOCKET_FAMILY",
+    "NCCL_DEBUG",
+    "NCCL_HOSTID",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
+NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET"}
+# Past a phase's own deadline the worker usually reports its own timeout; wait this much for it.
+GRACE = 2.0
+
+
+def worker_source() -> bytes:
+    return files("doctor.stages.allreduce").joinpath("worker.py").read_bytes()
+
+
+def worker_argv(python: str, source: bytes, spec: dict[str, Any]) -> list[str]:
+    return [python, *boot_args("allreduce-worker", source, spec)]
+
+
+def worker_spec(plan: Plan, rank: Rank) -> dict[str, object]:
+    """The JSON argument of one rank's worker: who it is, where to meet, what to measure."""
+    env = dict(plan.env)
+    if plan.backend == "nccl":
+        env.update(NCCL_DEBUG_ENV)
+    return {
+        "mode": "rank",
+        "rank": rank.rank,
+        "local_rank": rank.local_rank,
+        "world_size": plan.world_size,
+        "backend": plan.backend,
+        "master_port": plan.port,
+        "env": env,
+        "report_env": list(REPORTED_ENV),
+        "rendezvous_timeout_s": plan.deadlines.rendezvous,
+        "collective_timeout_s": plan.deadlines.init,
+        "go_within_s": plan.deadlines.launch,
+        "sweep_budget_s": plan.deadlines.sweep * 0.8 if plan.sizes else plan.sweep_budget,
+        "verify_elems": plan.verify_elems,
+        "sizes": list(plan.sizes) if plan.sizes else None,
+        "link_bytes": min(plan.link_bytes, max(plan.sizes)) if plan.sizes else None,
+    }
+
+
+def run_plan(
+    plan: Plan, launcher: Launcher, label: str = "as configured", iface: str | None = None
+) -> RunResult:
+    """Start every rank at once, follow their phases, stop at the first deadline or failure.
+
+    Rank 0 first says where the rendezvous can listen (its address on ``iface``, whether the
+    port is free) while every rank imports torch; the word to go (or not) goes to all of them.
+    """
+    started = time.monotonic()
+    source = worker_source()
+    events: queue.Queue[Event] = queue.Queue()
+    states = [RankState(r.rank, r.node.name, entered=started) for r in plan.ranks]
+    workers: dict[int, Worker] = {}
+    open_streams: set[int] = set()
+    # Ranks whose output ended: a worker that dies at once (no Python on its node) can end
+    # before launch() has recorded it, so the two meet under the lock whichever comes first.
+    ended: set[int] = set()
+    lock = threading.Lock()
+    word: list[bytes] = []  # once decided: the line every rank, started or still starting, gets
+
+    def launch(r: Rank) -> None:
+        spec = worker_spec(plan, r)
+        if r.rank == 0:
+            spec["report_address"] = {"iface": iface, "port": plan.port}
+        worker = start(
+            r.rank, launcher, r.node, worker_argv(plan.python, source, spec), source, events
+        )
+        with lock:
+            if isinstance(worker, str):
+                states[r.rank].error, states[r.rank].failed_phase = worker, "launch"
+                return
+            workers[r.rank] = worker
+            if r.rank in ended:
+                states[r.rank].exit_code = worker.process.exit_code()
+            else:
+                open_streams.add(r.rank)
+            if word:
+                worker.process.send(word[0])
+
+    def say(message: dict[str, str]) -> None:
+        with lock:
+            word.append((json.dumps(message) + "\n").encode())
+            for worker in workers.values():
+                worker.process.send(word[0])
+
+    status, address, reason, port_taken = "passed", None, "", False
+    first_failure: float | None = None
+    # In parallel: one slow SSH connect must not hold back the other nodes' ranks.
+    pool = ThreadPoolExecutor(max_workers=min(32, len(plan.ranks)))
+    try:
+        futures = [pool.submit(launch, r) for r in plan.ranks]
+        while open_streams or not all(f.done() for f in futures):
+            try:
+                event = events.get(timeout=POLL)
+            except queue.Empty:
+                event = None
+            if event is None:
+                pass
+            elif event.data is None:
+                with lock:
+                    ended.add(event.key)
+                    open_streams.discard(event.key)
+                    if event.key in workers:
+                        states[event.key].exit_code = workers[event.key].process.exit_code()
+            elif event.data.get("ev") == "address" and not word:
+                if event.data.get("port_free"):
+                    address = event.data.get("addr") or plan.master.address or "127.0.0.1"
+                    say({"master_addr": address})
+                else:
+                    status, port_taken = "not_started", True
+                    reason = f"port {plan.port} is already in use on {plan.master.name}"
+                    break
+            else:
+                states[event.key].apply(event.data, event.at)
+            now = time.monotonic()
+            if not word and (states[0].failed or now - started > plan.deadlines.launch + GRACE):
+                status, reason = "not_started", _no_address(states[0], workers.get(0), plan)
+                break
+            if first_failure is None and any(s.failed for s in states):
+                first_failure = now
+            if first_failure is not None and now - first_failure > plan.deadlines.settle:
+                break
+            late = [
+                s
+                for s in states
+                if not s.failed
+                and not s.done
+                and now - s.entered > plan.deadlines.of(s.phase or "launch") + GRACE
+            ]
+            if late:
+                status = "timeout"
+                break
+    except KeyboardInterrupt:
+        # Ctrl-C: still kill every rank and say where each one was.
+        status = "interrupted"
+    finally:
+        if not word:
+            say({"abort": reason or "stopped"})
+        pool.shutdown(wait=True, cancel_futures=True)
+        while not events.empty():  # lines that arrived before the end still tell the phase
+            event = events.get()
+            if event.data is not None and event.data.get("ev") != "address":
+                states[event.key].apply(event.data, event.at)
+        for worker in workers.values():
+            worker.process.kill()
+        for key, worker in workers.items():
+            states[key].stderr = worker.stderr_text()
+    result = RunResult(
+        label, plan, status, states, time.monotonic() - started, reason, address=address
+    )
+    result.port_taken = port_taken
+    if status == "passed" and not (all(s.done for s in states) and result.verified):
+        result.status = "failed"
+    return result
+
+
+def _no_address(rank0: RankState, worker: Worker | None, plan: Plan) -> str:
+    """Why rank 0 never said where the rendezvous can listen."""
+    if rank0.error:
+        return rank0.error
+    tail = worker.stderr_text().strip().splitlines() if worker else []
+    if tail:
+        return tail[-1][:300]
+    return f"no answer from {plan.master.name} within {plan.deadlines.launch:g}s"

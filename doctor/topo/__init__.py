@@ -1,1 +1,0 @@
-"""GPU and NIC topology: the matrix model, the `nvidia-smi topo -m` text format, PCI distances."""
