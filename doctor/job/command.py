@@ -38,7 +38,7 @@ from doctor.nodes.connect import connect
 from doctor.nodes.inventory import Node, local_node
 from doctor.nodes.targets import Targets
 from doctor.nodes.transport import BatchTransport, Transport
-from doctor.nodes.transport.launch import LocalLauncher
+from doctor.nodes.transport.launch import Launcher, LocalLauncher
 from doctor.nodes.transport.launchers import launcher_for
 from doctor.nodes.transport.local import LocalTransport
 from doctor.pipeline.request import Profile, Request, RunSettings, StageSettings
@@ -174,33 +174,26 @@ def launch(
         say(f"running: {shlex.join(done.argv)}")
         report.sections["run"].update(ran=done.argv, passed=env, passed_by=done.how)
         # The launcher runs on this machine: the Flight Recorder files it can remove are here.
-        here = Launch(local_node(), done.argv, done.env, armed_files(mark) if armed else ())
-        result = run_job(
-            [here],
-            LocalLauncher(),
-            sys.executable,
-            folder,
-            grace=settings.grace,
-            timeout=settings.time_limit,
-            watch=watch,
-            hang_after=hang.hang_after,
-        )
-        result.hangs = watch.verdicts if watch else []
-        return result
-    master = report.cluster.master_addr or nodes[0].name
-    port = line.master_port or 29500
-    say(env_line(verdict, "in each node's environment"))
-    say(f"running on {len(nodes)} node(s): {shlex.join(line.argv)}")
-    remote = not isinstance(transport, LocalTransport)
-    leaves = armed_files(mark) if armed else ()
-    launches = [
-        replace(one, env=one.env | armed, remove=leaves)
-        for one in _launches(line, nodes, verdict, master, port)
-    ]
+        launches = [Launch(local_node(), done.argv, done.env, armed_files(mark) if armed else ())]
+        launcher: Launcher = LocalLauncher()
+        runs_with = sys.executable
+    else:
+        master = report.cluster.master_addr or nodes[0].name
+        port = line.master_port or 29500
+        say(env_line(verdict, "in each node's environment"))
+        say(f"running on {len(nodes)} node(s): {shlex.join(line.argv)}")
+        remote = not isinstance(transport, LocalTransport)
+        leaves = armed_files(mark) if armed else ()
+        launches = [
+            replace(one, env=one.env | armed, remove=leaves)
+            for one in _launches(line, nodes, verdict, master, port)
+        ]
+        launcher = launcher_for(transport)
+        runs_with = python or ("python3" if remote else sys.executable)
     result = run_job(
         launches,
-        launcher_for(transport),
-        python or ("python3" if remote else sys.executable),
+        launcher,
+        runs_with,
         folder,
         grace=settings.grace,
         timeout=settings.time_limit,
