@@ -6,10 +6,10 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from typing import Any
 
 from doctor.core.model import Fix, Severity
+from doctor.explain.stored import document
 
 _FIELDS = (
     "code",
@@ -97,21 +97,6 @@ def _signatures(document: dict[str, Any]) -> tuple[Signature, ...]:
 
 
 @cache
-def _document() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(
-        files("doctor.explain").joinpath("signatures.json").read_text()
-    )
-    return loaded
-
-
-@cache
 def catalogue() -> tuple[Signature, ...]:
     """The shipped catalogue."""
-    return _signatures(_document())
-
-
-@cache
-def anchors() -> tuple[bytes, ...]:
-    """The sieve's anchors for the shipped keywords (doctor/explain/sieve.py; chosen and written
-    by tests/explain/anchors.py)."""
-    return tuple(a.encode() for a in _document().get("anchors", ()))
+    return _signatures(document())

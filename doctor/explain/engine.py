@@ -8,9 +8,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import NamedTuple
 
-from doctor.explain.catalogue import Signature, anchors, catalogue
+from doctor.explain.catalogue import Signature, catalogue
 from doctor.explain.explanation import (
     MAX_EVIDENCE,
     MAX_EVIDENCE_CHARS,
@@ -26,6 +25,7 @@ from doctor.explain.nccl_log import KEYWORDS as NCCL_KEYWORDS
 from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
 from doctor.explain.sieve import Seen, Sieve
 from doctor.explain.source import MAX_LINE
+from doctor.explain.stored import anchors
 
 # The Explanation and what is made of it live in explanation.py; scanning code imports them here.
 __all__ = ["Explanation", "Hit", "Partial", "Scanner", "context", "findings"]
@@ -60,9 +60,11 @@ def _keyword_index(keywords: tuple[bytes, ...]) -> KeywordIndex:
     return KeywordIndex(keywords)
 
 
-class Replay(NamedTuple):
+@dataclass(eq=False, slots=True)
+class Replay:
     """What reading a line did that reading it again must redo: a hit it counted (by how many
-    lines it stands for), an NCCL version it tallied."""
+    lines it stands for), an NCCL version it tallied. Hashed by identity: a block's replays are
+    counted with a Counter (one per line read before), then each is redone that many times."""
 
     hit: Hit | None
     weight: int
@@ -207,6 +209,8 @@ class Scanner:
         seen = self._seen.lines
         rfind, find = buf.rfind, buf.find
         line_end = -1
+        again: list[Replay] = []  # a line read before: what it did, redone after the loop
+        redo = again.append
         # The hot loop of a 200 MB log: one turn per line holding an anchor, and a dictionary
         # look-up for a line read before.
         for _, at, to in anchored:
@@ -220,13 +224,16 @@ class Scanner:
             if at - start >= MAX_LINE:  # past the part of the line that is read
                 continue
             raw = buf[start : line_end if line_end - start <= MAX_LINE else start + MAX_LINE]
-            if raw in seen:
-                if (replay := seen[raw]) is not None:
-                    self._replay(replay)
+            replay = seen.get(raw, _UNREAD)
+            if replay is not _UNREAD:
+                if replay is not None:
+                    redo(replay)
                 continue
             line_no += _newlines(buf, counted, start)
             counted = start
             self._seen.remember(raw, self._read(raw, source, line_no))
+        for replay, times in Counter(again).items():
+            self._replay(replay, times)
         return line_no, counted
 
     def _read(self, raw: bytes, source: str, line_no: int) -> Replay | None:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,10 @@ from hypothesis import strategies as st
 
 from doctor.explain import engine, parallel, sieve
 from doctor.explain import mapped as mapped_module
-from doctor.explain.catalogue import anchors
 from doctor.explain.engine import Explanation, Scanner
 from doctor.explain.mapped import WINDOW, Mapped, scan_mapped
 from doctor.explain.scan import explain
+from doctor.explain.stored import anchors
 from doctor.render.explain import explain_json
 from tests.explain.anchors import SIMD_LIMIT, choose, keywords
 from tests.explain.fixtures import LOGS, body
@@ -118,6 +119,45 @@ def test_without_wc_the_lines_are_counted_here(
     path.write_bytes(b"\n".join(CORPUS) + b"\n")
     monkeypatch.setenv("PATH", str(tmp_path))  # no wc on it
     assert explain([str(path)]).lines == len(CORPUS)
+
+
+class _Broken(sieve.Sieve):
+    def find(self, block: bytes | memoryview) -> sieve.Matches:
+        if b"boom" in block:
+            raise RuntimeError("search failed")
+        return super().find(block)
+
+
+def test_a_search_that_fails_is_raised_in_the_reader_and_stops_every_thread() -> None:
+    blocks = [b"ok\n", b"boom\n", b"ok\n", b"ok\n"]
+    before = sys.getswitchinterval()
+    ahead = sieve.Ahead(blocks, _Broken((), anchors()), 2)
+    assert sys.getswitchinterval() == min(before, sieve.SWITCH)
+    with pytest.raises(RuntimeError, match="search failed"):
+        list(ahead)
+    assert not [t for t in threading.enumerate() if t.name == "sieve"]
+    assert sys.getswitchinterval() == before
+
+
+def test_a_read_stopped_early_leaves_no_thread_and_no_wc(tmp_path: Path) -> None:
+    """The reader stops after the first window (an error, or enough read): the searches under
+    way end, none starts, wc is killed and reaped, and the switch interval is what it was."""
+    path = tmp_path / "job.log"
+    path.write_bytes((b"\n".join(CORPUS) + b"\n") * (3 * WINDOW // len(b"\n".join(CORPUS)) + 1))
+    before = sys.getswitchinterval()
+    scanner = Scanner()
+    with path.open("rb") as handle:
+        mapped = Mapped(str(path), handle.fileno(), scanner.sieve)
+        assert mapped.counter is not None
+        wc = mapped.counter.pid
+        assert wc is not None
+        mapped.scan(scanner, until=1)
+        assert not mapped.done
+        mapped.close()
+    assert not [t for t in threading.enumerate() if t.name == "sieve"]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(wc, os.WNOHANG)  # reaped already: no zombie, no process
+    assert sys.getswitchinterval() == before
 
 
 def test_a_line_longer_than_a_window_is_read_from_its_start(tmp_path: Path) -> None:
