@@ -19,7 +19,11 @@ see the same machine: a user's grep over the failure words (``grep -a -n -i -E '
 ``-a`` because one real capture holds NUL bytes, after which grep prints only "binary file
 matches") writing its matches to a file, and ``doctor explain --format json``, the whole
 command (start-up, scan, report) writing its report to a file; unpinned, as a user runs them
-(grep uses one CPU, the doctor all it may). Wall and CPU time (user + system, from wait4) and peak
+(grep uses one CPU, the doctor all it may). The doctor timed is the `doctor` command the
+README's first command installs (`python3 install.py`: .venv here, or the active environment);
+beside it, `python -m doctor` with this machine's own Python, whose site runs hooks of the
+machine at every start (here a container's CA hook that imports certifi: 10 to 15 ms that no
+user's install pays, and grep does not). Wall and CPU time (user + system, from wait4) and peak
 resident memory are kept, medians and ratios go to bench/explain_bench.json, and the README's
 explain rows are taken from it. ``--before PATH`` times another checkout's doctor (its PYTHONPATH,
 e.g. ``git archive <commit> doctor checks`` unpacked and compiled) beside the same grep and this
@@ -41,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.installed import ROOT, compile_bytecode
+from bench.installed import ROOT, compile_bytecode, readme_doctor
 from tests.explain.fixtures import LOGS, body
 
 PY = sys.executable
@@ -145,12 +149,17 @@ def summary(samples: list[tuple[float, float, float]]) -> dict[str, float]:
     }
 
 
-def side_by_side(path: Path, runs: int, doctors: dict[str, Path]) -> dict[str, object]:
-    """grep and each checkout's ``doctor explain`` in turn, ``runs`` rounds."""
-    commands = {"grep": (["grep", "-a", "-n", "-i", "-E", GREP, str(path)], {})}
-    for name, checkout in doctors.items():
-        argv = [PY, "-m", "doctor", "explain", "--format", "json", str(path)]
-        commands[name] = (argv, {"PYTHONPATH": str(checkout)})
+Doctors = dict[str, tuple[list[str], Path | None]]  # name: the command, and PYTHONPATH or None
+
+
+def side_by_side(path: Path, runs: int, doctors: Doctors) -> dict[str, object]:
+    """grep and each doctor in turn, ``runs`` rounds."""
+    commands: dict[str, tuple[list[str], dict[str, str]]] = {
+        "grep": (["grep", "-a", "-n", "-i", "-E", GREP, str(path)], {})
+    }
+    for name, (command, checkout) in doctors.items():
+        env = {"PYTHONPATH": str(checkout)} if checkout else {}
+        commands[name] = ([*command, "explain", "--format", "json", str(path)], env)
     samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
     for _ in range(runs):
         for name, (argv, env) in commands.items():
@@ -181,13 +190,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--megabytes", type=int, default=200)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--doctor", type=Path, default=ROOT, help="the checkout to time")
     parser.add_argument(
         "--before", type=Path, help="another checkout (its doctor/ compiled) timed beside it"
     )
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))
     args = parser.parse_args()
     compile_bytecode()
+    # Each as `python -m doctor`, except the first: the README's install, as a user runs it.
+    doctors: Doctors = {
+        "doctor_explain": ([str(readme_doctor())], None),
+        "doctor_explain_system_python": ([PY, "-m", "doctor"], ROOT),
+    }
+    if args.before is not None:
+        doctors["doctor_explain_before"] = ([PY, "-m", "doctor"], args.before.resolve())
     results: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="explain-bench-") as tmp:
         logs = {
@@ -199,16 +214,14 @@ def main() -> None:
             path = Path(tmp) / f"{name}.log"
             size = write(path)
             print(f"{name}: {size / 1e6:.0f} MB", file=sys.stderr)
-            doctors = {"doctor_explain": args.doctor.resolve()}
-            if args.before is not None:
-                doctors["doctor_explain_before"] = args.before.resolve()
             results[name] = side_by_side(path, args.runs, doctors)
             path.unlink()
     results["machine"] = {
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "runs": args.runs,
-        "doctor": str(args.doctor.resolve()),
+        "doctor": doctors["doctor_explain"][0][0],
+        "system_python": PY,
         "before": str(args.before.resolve()) if args.before else None,
         "grep": subprocess.run(
             ["grep", "--version"], capture_output=True, text=True

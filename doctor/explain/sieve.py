@@ -77,8 +77,9 @@ class Sieve:
 
 class Ahead(Generic[B]):
     """Blocks searched by ``workers`` threads ahead of the one being read, in order (at most
-    ``workers`` + 1 blocks and their matches held at once). The first searches start when this
-    is made: made early, they run while the reader is still being built.
+    ``depth`` blocks and their matches held at once: by default ``workers`` + 1). The first
+    searches start when this is made: made early, they run while the reader is still being
+    built.
 
     Plain threads and queues, not concurrent.futures: importing that (and the logging it
     imports) costs `doctor explain` 5 to 16 ms before its search can start."""
@@ -86,10 +87,12 @@ class Ahead(Generic[B]):
     _open = 0  # how many are open (not closed) in this process
     _switch = 0.005  # the switch interval before the first of them
 
-    def __init__(self, blocks: Iterable[B], sieve: Sieve, workers: int) -> None:
+    def __init__(
+        self, blocks: Iterable[B], sieve: Sieve, workers: int, depth: int | None = None
+    ) -> None:
         self.sieve = sieve
         self._blocks: Iterator[B] = iter(blocks)
-        self._workers = workers
+        self._depth = max(depth or 0, workers + 1)
         self._jobs: SimpleQueue[tuple[B, Slot] | None] = SimpleQueue()
         self._ahead: deque[tuple[B, Slot]] = deque()
         self._closed = False
@@ -116,7 +119,7 @@ class Ahead(Generic[B]):
                 out.put(exc)
 
     def _fill(self) -> None:
-        while len(self._ahead) <= self._workers:
+        while len(self._ahead) < self._depth:
             block = next(self._blocks, None)
             if block is None:
                 return
