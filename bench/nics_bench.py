@@ -2,7 +2,7 @@
 
 Target: `doctor nics` under 1 s wall on a 2-core machine (the probe, which includes one
 ncclGetUniqueId child per libnccl found, dominates; planning is pure computation).
-Usage: python3 bench/nics_bench.py [--runs N] [--out bench/nics_bench.json]
+Usage: python3 -m bench.nics_bench [--runs N] [--out bench/nics_bench.json]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Time `doctor preflight` on this node and the probe alone (no torch import).
 
 Targets on a 2-core machine: preflight under 1 s wall, probe under 300 ms.
-Usage: python3 bench/preflight_bench.py [--runs N] [--out bench/preflight_bench.json]
+Usage: python3 -m bench.preflight_bench [--runs N] [--out bench/preflight_bench.json]
 """
 
 from __future__ import annotations

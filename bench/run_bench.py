@@ -8,7 +8,7 @@ allreduce: one size with quick, the sweep with full) plus the doctor's launch, n
 SSH mesh is left out of both (``--mesh off``): its cost is the scale benchmark's
 (bench/scale_bench.py), and on a test machine whose /root/.ssh/config names another test bed's
 addresses the nodes' own ssh cannot log in to these nodes at all.
-Usage (root): python3 bench/run_bench.py [--nodes 3 16 64] [--runs 2] [--launch-timeout S]
+Usage (root): python3 -m bench.run_bench [--nodes 3 16 64] [--runs 2] [--launch-timeout S]
 [--allreduce-up-to N] [--out bench/run_bench.json]
 """
 

@@ -2,7 +2,7 @@
 
 The target is under 2 s per job start. Parts: importing the CLI, and the probe alone (its deadline
 in prolog mode is 1.5 s). The load average is saved with the result: on a shared machine it moves
-every number. Usage: python3 bench/srun_prolog.py [--runs N] [--out bench/srun_prolog.json]
+every number. Usage: python3 -m bench.srun_prolog [--runs N] [--out bench/srun_prolog.json]
 """
 
 from __future__ import annotations
