@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from doctor.explain.catalogue import Signature, catalogue
 from doctor.explain.explanation import (
@@ -60,11 +61,9 @@ def _keyword_index(keywords: tuple[bytes, ...]) -> KeywordIndex:
     return KeywordIndex(keywords)
 
 
-@dataclass(eq=False, slots=True)
-class Replay:
+class Replay(NamedTuple):
     """What reading a line did that reading it again must redo: a hit it counted (by how many
-    lines it stands for), an NCCL version it tallied. Hashed by identity: a block's replays are
-    counted with a Counter (one per line read before), then each is redone that many times."""
+    lines it stands for), an NCCL version it tallied."""
 
     hit: Hit | None
     weight: int
@@ -209,8 +208,6 @@ class Scanner:
         seen = self._seen.lines
         rfind, find = buf.rfind, buf.find
         line_end = -1
-        again: list[Replay] = []  # a line read before: what it did, redone after the loop
-        redo = again.append
         # The hot loop of a 200 MB log: one turn per line holding an anchor, and a dictionary
         # look-up for a line read before.
         for _, at, to in anchored:
@@ -227,13 +224,11 @@ class Scanner:
             replay = seen.get(raw, _UNREAD)
             if replay is not _UNREAD:
                 if replay is not None:
-                    redo(replay)
+                    self._replay(replay)
                 continue
             line_no += _newlines(buf, counted, start)
             counted = start
             self._seen.remember(raw, self._read(raw, source, line_no))
-        for replay, times in Counter(again).items():
-            self._replay(replay, times)
         return line_no, counted
 
     def _read(self, raw: bytes, source: str, line_no: int) -> Replay | None:
