@@ -8,8 +8,9 @@ the same lines many times over. Two things keep them out of Python:
   substrings such that every keyword the catalogue and NCCL's reader look for holds one
   (signatures.json "anchors"). Up to 64 patterns, leftmost-first, the automaton searches with SIMD
   (Teddy): 2 GB/s here, where the full keyword set (over 140, past the SIMD search's limit) runs
-  at 0.6 GB/s. It releases the GIL, so worker threads search the next blocks while Python reads
-  this one's matches (``Ahead``).
+  at 0.6 GB/s. The anchors' order there decides the SIMD search's buckets, and so how many false
+  candidates it stops at (tests/explain/anchors.py). It releases the GIL, so worker threads
+  search the next blocks while Python reads this one's matches (``Ahead``).
 - A line already read is not read again: ``Seen`` keeps what reading it did that must happen
   again (the hit it counted, the NCCL version it tallied), and the scanner replays that.
 
