@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from doctor.explain.sieve import Ahead, Sieve, cpus
+from doctor.explain.sieve import Ahead, Sieve, searchers
 from doctor.explain.source import GZIP_MAGIC
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class Mapped:
             self.ranges = list(windows(self.mm, start, self.end))
             self._whole = memoryview(self.mm)
             views = (self._whole[a:b] for a, b in self.ranges)
-            self.ahead = Ahead(views, sieve, workers or cpus(), AHEAD // WINDOW)
+            self.ahead = Ahead(views, sieve, workers or searchers(), AHEAD // WINDOW)
             self._windows = zip(self.ranges, self.ahead, strict=True)
 
     @property

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from doctor.explain.engine import Explanation, Scanner
 from doctor.explain.mapped import Mapped, scan_mapped
-from doctor.explain.sieve import Ahead, cpus
+from doctor.explain.sieve import Ahead, cpus, searchers
 from doctor.explain.source import LogReadError, iter_blocks, open_log
 
 PARALLEL_FROM = 64 << 20  # bytes: a plain log this large may be scanned on every CPU
@@ -64,7 +64,7 @@ def _one(
                 _plain(scanner, mapped, info.st_size, parallel_from, worth)
                 return
         line_no = 1
-        for block, anchored in Ahead(iter_blocks(stream, name), scanner.sieve, cpus()):
+        for block, anchored in Ahead(iter_blocks(stream, name), scanner.sieve, searchers()):
             line_no += scanner.feed_block(block, name, line_no, anchored)
     except LogReadError as exc:
         scanner.result.errors.append(str(exc))
