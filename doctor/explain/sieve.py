@@ -49,10 +49,22 @@ def cpus() -> int:
 
 
 def searchers() -> int:
-    """Search threads beside the reader: all CPUs but one, which the reader keeps. Its Python is
-    what a log's time waits on; on 2 CPUs, a second search thread took that CPU from it while
-    running ahead, and `doctor explain` of a 200 MB log took 5 % longer."""
-    return max(1, cpus() - 1)
+    """Search threads beside the reader. Where nothing else runs, all CPUs but one, which the
+    reader keeps: its Python is what a log's time waits on, and on 2 CPUs a second search thread
+    took that CPU from it while running ahead (`doctor explain` of a 200 MB log took 5 % longer).
+    Where other programs run (a shared login node), one a CPU: there the threads' share of the
+    CPUs is what counts, and one thread fewer took 17 % longer."""
+    return cpus() if _others_running() else max(1, cpus() - 1)
+
+
+def _others_running() -> bool:
+    """Whether anything but this thread runs or waits to run now: the count of runnable tasks
+    in /proc/loadavg (Linux; elsewhere, taken as none)."""
+    try:
+        with open("/proc/loadavg", "rb") as handle:
+            return int(handle.read().split()[3].split(b"/")[0]) > 1
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 @cache

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,20 @@ def test_a_search_that_fails_is_raised_in_the_reader_and_stops_every_thread() ->
         list(ahead)
     assert not [t for t in threading.enumerate() if t.name == "sieve"]
     assert sys.getswitchinterval() == before
+
+
+def test_beside_busy_programs_every_cpu_searches() -> None:
+    """Where other programs run, the sieve takes a search thread per CPU (its share of a busy
+    machine); only where nothing else runs does the reader keep a CPU of its own."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.2)  # both started and running
+        assert sieve.searchers() == sieve.cpus()
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    assert 1 <= sieve.searchers() <= sieve.cpus()
 
 
 def test_a_read_stopped_early_leaves_no_thread_and_no_wc(tmp_path: Path) -> None:
