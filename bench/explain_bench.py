@@ -27,7 +27,9 @@ user's install pays, and grep does not). Wall and CPU time (user + system, from 
 resident memory are kept, medians and ratios go to bench/explain_bench.json, and the README's
 explain rows are taken from it. ``--before PATH`` times another checkout's doctor (its PYTHONPATH,
 e.g. ``git archive <commit> doctor checks`` unpacked and compiled) beside the same grep and this
-one, in the same rounds: how the figures before a change are taken.
+one, in the same rounds: how the figures before a change are taken. ``--busy N`` runs N busy
+processes (a Python loop each) through the rounds: the machine under load, as a user's shared
+login node is (bench/explain_bench_loaded.json, with ``--busy 2`` on this 2-CPU machine).
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ def main() -> None:
     parser.add_argument(
         "--before", type=Path, help="another checkout (its doctor/ compiled) timed beside it"
     )
+    parser.add_argument("--busy", type=int, default=0, help="busy processes beside the rounds")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))
     args = parser.parse_args()
     compile_bytecode()
@@ -204,6 +207,33 @@ def main() -> None:
     if args.before is not None:
         doctors["doctor_explain_before"] = ([PY, "-m", "doctor"], args.before.resolve())
     results: dict[str, object] = {}
+    busy = [subprocess.Popen([PY, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        _rounds(args, doctors, results)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    results["machine"] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "runs": args.runs,
+        "busy_processes": args.busy,
+        "doctor": doctors["doctor_explain"][0][0],
+        "system_python": PY,
+        "before": str(args.before.resolve()) if args.before else None,
+        "grep": subprocess.run(
+            ["grep", "--version"], capture_output=True, text=True
+        ).stdout.splitlines()[0],
+        "load_average_after": [round(x, 1) for x in os.getloadavg()],
+        "note": "shared machine, unpinned: wall time includes waiting for a CPU",
+    }
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+def _rounds(args: argparse.Namespace, doctors: Doctors, results: dict[str, object]) -> None:
+    """Each log written, timed side by side, and removed."""
     with tempfile.TemporaryDirectory(prefix="explain-bench-") as tmp:
         logs = {
             "mixed": lambda p: write_repeated(p, mixed_unit(), args.megabytes),
@@ -216,21 +246,6 @@ def main() -> None:
             print(f"{name}: {size / 1e6:.0f} MB", file=sys.stderr)
             results[name] = side_by_side(path, args.runs, doctors)
             path.unlink()
-    results["machine"] = {
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "runs": args.runs,
-        "doctor": doctors["doctor_explain"][0][0],
-        "system_python": PY,
-        "before": str(args.before.resolve()) if args.before else None,
-        "grep": subprocess.run(
-            ["grep", "--version"], capture_output=True, text=True
-        ).stdout.splitlines()[0],
-        "load_average_after": [round(x, 1) for x in os.getloadavg()],
-        "note": "shared machine, unpinned: wall time includes waiting for a CPU",
-    }
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
