@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from itertools import compress, count
 from typing import NamedTuple
 
 from doctor.explain.catalogue import Signature, catalogue
@@ -61,16 +62,21 @@ def _keyword_index(keywords: tuple[bytes, ...]) -> KeywordIndex:
     return KeywordIndex(keywords)
 
 
+Clock = tuple[str, int | None]  # whose time a timestamp tells: (file, rank)
+
+
 class Replay(NamedTuple):
     """What reading a line did that reading it again must redo: a hit it counted (by how many
-    lines it stands for), an NCCL version it tallied."""
+    lines it stands for), an NCCL version it tallied, the time its stamp set (the lines after it
+    that have none take it)."""
 
     hit: Hit | None
     weight: int
     version: tuple[str, str | None] | None
+    stamp: tuple[Clock, float] | None
 
 
-_UNREAD = Replay(None, 0, None)  # what the Seen table answers for a line it does not hold
+_UNREAD = Replay(None, 0, None, None)  # what the Seen table answers for a line it does not hold
 
 
 class Scanner:
@@ -97,13 +103,13 @@ class Scanner:
         self._order = 0
         # The last timestamp seen per (file, rank): a line without one is taken to be from
         # then, so per-rank blocks of a merged log still order by time.
-        self._clock: dict[tuple[str, int | None], float] = {}
+        self._clock: dict[Clock, float] = {}
         # First sightings made before any timestamp of their (file, rank): the next stamp of
         # that rank bounds when they were printed, so they take it.
-        self._untimed: dict[tuple[str, int | None], list[Hit]] = {}
+        self._untimed: dict[Clock, list[Hit]] = {}
         # The first timestamp per (file, rank): what a part of a log scanned in parallel
         # gives the sightings still waiting for a stamp in the part before it (absorb).
-        self._first_stamp: dict[tuple[str, int | None], float] = {}
+        self._first_stamp: dict[Clock, float] = {}
 
     def feed_lines(self, lines: list[bytes], source: str, first_line_no: int) -> None:
         """Scan a list of lines (without their newlines); ``first_line_no`` is the 1-based
@@ -150,40 +156,63 @@ class Scanner:
         return line_no, counted, (last + 1 if last >= 0 else at_line[2])
 
     def _repeated(
-        self, block: bytes, base: int, source: str, line_no: int, counted: int
+        self, buf: bytes | mmap.mmap, lo: int, hi: int, source: str, line_no: int, counted: int
     ) -> tuple[int, int] | None:
-        """A block of whole lines (at ``base`` in its file) read a distinct line at a time:
-        split and counted in C, each distinct line looked up once, a line read before replayed
-        as many times as it is there. None where most lines are distinct (the sieve's
-        line-by-line reading is then cheaper)."""
-        lines = block.split(b"\n")
+        """The whole lines of buf[lo:hi] read a distinct line at a time: split and counted in C,
+        each distinct line looked up once, what a line read before did redone as many times as
+        it is there. A line not read before is read at its first place, in order, after what the
+        stamps before it did. None where most lines are distinct (the sieve's line-by-line
+        reading is then cheaper)."""
+        lines = buf[lo:hi].split(b"\n")
         times = Counter(lines)
         if len(times) * 4 > len(lines):
             return None
-        seen, at = self._seen.lines, 0
+        seen = self._seen.lines
+        new: set[bytes] = set()
+        stamped: dict[bytes, tuple[Clock, float]] = {}
         for line, n in times.items():
             raw = line[:MAX_LINE]
             replay = seen.get(raw, _UNREAD)
-            if replay is not _UNREAD:
-                if replay is not None:
-                    self._replay(replay, n)
+            if replay is _UNREAD:
+                if raw and self.sieve.find(raw):
+                    new.add(line)
+                else:
+                    self._seen.remember(raw, None)
+            elif replay is not None:
+                self._count(replay, n)  # how often: the order of its places changes nothing
+                if replay.stamp is not None:
+                    stamped[line] = replay.stamp
+        if not new:
+            self._stamps(lines, stamped)
+            return line_no, counted
+        first = line_no + _newlines(buf, counted, lo)  # the number of the block's first line
+        in_order = new | stamped.keys()
+        for i in compress(count(), map(in_order.__contains__, lines)):
+            stamp = stamped.get(lines[i])
+            if stamp is not None:
+                self._stamp(*stamp)
                 continue
-            if not raw or not self.sieve.find(raw):
-                self._seen.remember(raw, None)
-                continue
-            # Its first place: distinct lines come in the order they first appear.
-            at = (
-                0
-                if at == 0 and block.startswith(line + b"\n")
-                else (block.find(b"\n" + line + b"\n", max(at - 1, 0)) + 1)
-            )
-            line_no += _newlines(block, counted - base, at)
-            counted = base + at
-            replay = self._read(raw, source, line_no)
-            self._seen.remember(raw, replay)
-            if replay is not None and n > 1:
-                self._replay(replay, n - 1)
-        return line_no, counted
+            raw = lines[i][:MAX_LINE]
+            replay = seen.get(raw, _UNREAD)
+            if replay is _UNREAD:
+                self._seen.remember(raw, self._read(raw, source, first + i))
+            elif replay is not None:
+                self._replay(replay)
+        return first + len(lines) - 1, hi
+
+    def _stamps(self, lines: list[bytes], stamped: dict[bytes, tuple[Clock, float]]) -> None:
+        """What the places of stamped lines do where no line between them is read: each clock's
+        first stamp here times the sightings that waited for one, its last is its time after."""
+        keys = {key for key, _ in stamped.values()}
+        for order in (lines, reversed(lines)):
+            found: set[Clock] = set()
+            for line in order:
+                stamp = stamped.get(line)
+                if stamp is not None and stamp[0] not in found:
+                    found.add(stamp[0])
+                    self._stamp(*stamp)
+                    if found == keys:
+                        break
 
     def _sift(
         self,
@@ -202,7 +231,7 @@ class Scanner:
         mostly repeat, the block is read a distinct line at a time (_repeated)."""
         line_no, counted, opened = at_line
         if len(anchored) * REPEATED_DENSITY > hi - lo and opened == lo and buf[hi - 1] == 10:
-            done = self._repeated(buf[lo:hi], lo, source, line_no, counted)
+            done = self._repeated(buf, lo, hi, source, line_no, counted)
             if done is not None:
                 return done
         seen = self._seen.lines
@@ -235,7 +264,12 @@ class Scanner:
         found = self._index.found(raw)
         return self._scan(raw, found, source, line_no) if found else None
 
-    def _replay(self, replay: Replay, times: int = 1) -> None:
+    def _replay(self, replay: Replay) -> None:
+        self._count(replay, 1)
+        if replay.stamp is not None:
+            self._stamp(*replay.stamp)
+
+    def _count(self, replay: Replay, times: int) -> None:
         if replay.hit is not None:
             replay.hit.count += replay.weight * times
         if replay.version is not None:
@@ -254,6 +288,7 @@ class Scanner:
         """Read one line holding keywords; what reading it again must redo."""
         candidates, nccl = self._plan(found)
         text, origin = strip_prefixes(raw.decode("utf-8", "replace"))
+        stamp = None if origin.time is None else ((source, origin.rank), origin.time)
         origin = self._timed(origin, source)
         self._note_origin(origin)
         tallied = None
@@ -269,21 +304,26 @@ class Scanner:
             if m is not None:
                 hit = self._record(sig, m, text, origin, source, line_no)
                 break
-        if hit is None and tallied is None:
+        if hit is None and tallied is None and stamp is None:
             return None
-        return Replay(hit, origin.repeat or 1, tallied)
+        return Replay(hit, origin.repeat or 1, tallied, stamp)
 
     def _timed(self, origin: Origin, source: str) -> Origin:
         key = (source, origin.rank)
         if origin.time is not None:
-            if key in self._clock or len(self._clock) < MAX_CLOCKS:
-                self._clock[key] = origin.time
-                self._first_stamp.setdefault(key, origin.time)
-            for hit in self._untimed.pop(key, ()):
-                hit.origin = hit.origin._replace(time=origin.time)
+            self._stamp(key, origin.time)
             return origin
         when = self._clock.get(key)
         return origin if when is None else origin._replace(time=when)
+
+    def _stamp(self, key: Clock, when: float) -> None:
+        """A line of ``key`` stamped ``when``: the time of the lines after it that have none,
+        and of the sightings before it that waited for one."""
+        if key in self._clock or len(self._clock) < MAX_CLOCKS:
+            self._clock[key] = when
+            self._first_stamp.setdefault(key, when)
+        for hit in self._untimed.pop(key, ()):
+            hit.origin = hit.origin._replace(time=when)
 
     def _note_origin(self, origin: Origin) -> None:
         if origin.host and len(self.result.hosts) < MAX_NAMES:
@@ -368,6 +408,6 @@ class Partial:
     """A part's scan, for Scanner.absorb."""
 
     result: Explanation
-    clock: dict[tuple[str, int | None], float]
-    untimed: dict[tuple[str, int | None], list[Hit]]
-    first_stamp: dict[tuple[str, int | None], float]
+    clock: dict[Clock, float]
+    untimed: dict[Clock, list[Hit]]
+    first_stamp: dict[Clock, float]

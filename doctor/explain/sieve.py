@@ -49,20 +49,21 @@ def cpus() -> int:
 
 
 def searchers() -> int:
-    """Search threads beside the reader. Where nothing else runs, all CPUs but one, which the
+    """Search threads beside the reader. On a machine with CPUs to spare, all but one, which the
     reader keeps: its Python is what a log's time waits on, and on 2 CPUs a second search thread
     took that CPU from it while running ahead (`doctor explain` of a 200 MB log took 5 % longer).
-    Where other programs run (a shared login node), one a CPU: there the threads' share of the
-    CPUs is what counts, and one thread fewer took 17 % longer."""
-    return cpus() if _others_running() else max(1, cpus() - 1)
+    On one with more tasks ready to run than CPUs (a shared login node), one a CPU: there the
+    threads' share of the CPUs is what counts, and one thread fewer took 17 % longer."""
+    return cpus() if _oversubscribed() else max(1, cpus() - 1)
 
 
-def _others_running() -> bool:
-    """Whether anything but this thread runs or waits to run now: the count of runnable tasks
-    in /proc/loadavg (Linux; elsewhere, taken as none)."""
+def _oversubscribed() -> bool:
+    """Whether more tasks are ready to run now, this one included, than the machine has CPUs: the
+    runnable count of /proc/loadavg (Linux; elsewhere, taken as not). A quiet machine shows 1 or,
+    a quarter of the time, 2 (a kernel thread)."""
     try:
         with open("/proc/loadavg", "rb") as handle:
-            return int(handle.read().split()[3].split(b"/")[0]) > 1
+            return int(handle.read().split()[3].split(b"/")[0]) > (os.cpu_count() or 1)
     except (OSError, ValueError, IndexError):
         return False
 

@@ -44,10 +44,15 @@ def said(result: Explanation) -> dict[str, Any]:
 
 
 def every_line_read(data: bytes) -> Explanation:
-    """The scan with nothing remembered: every line holding an anchor is read in Python."""
+    """The scan with nothing remembered, line by line: every line holding an anchor is read in
+    Python, in order (no block is read a distinct line at a time)."""
     scanner = Scanner()
     scanner._seen.lines = _Forgetful()
-    scanner.feed_block(data, "log", 1)
+    density, engine.REPEATED_DENSITY = engine.REPEATED_DENSITY, 0
+    try:
+        scanner.feed_block(data, "log", 1)
+    finally:
+        engine.REPEATED_DENSITY = density
     return scanner.result
 
 
@@ -91,6 +96,67 @@ def test_lines_read_before_count_as_if_read_again(data: bytes) -> None:
     """Repeated fixture lines (failures, NCCL version lines, Ray's repeated ones): skipping a
     line read before changes no count, no line number and no fact."""
     assert said(sieved(data)) == said(every_line_read(data))
+
+
+# Lines written here in the shapes of the corpus's own (an NCCL WARN behind a bracketed stamp, a
+# CUDA error with none): what a stamp does to the lines after it.
+WARN_T1 = b"[2026-11-20 10:15:02] gpu-a:41200:41380 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"  # noqa: E501
+WARN_T2 = b"[2025-03-11 14:02:07] gpu-a:41200:41380 [0] misc/socket.cc:612 NCCL WARN socketConnectCheck: connect to 172.17.0.1<43117> returned Connection refused"  # noqa: E501
+UNSTAMPED = b"RuntimeError: CUDA error: peer access is not supported between these two devices"
+
+
+def test_a_stamped_line_read_again_sets_the_time_again() -> None:
+    """A line read before is not read again, but its stamp still times the unstamped line after
+    it: here the CUDA error follows the first stamp (2026) again, not the second (2025)."""
+    data = b"\n".join([WARN_T1, WARN_T2, WARN_T1, UNSTAMPED]) + b"\n"
+    assert said(sieved(data)) == said(every_line_read(data))
+    codes = [f["code"] for f in said(sieved(data))["findings"]]
+    assert codes.index("cuda.peer_access") > codes.index("nccl.ib.memlock")
+
+
+def test_a_block_read_a_distinct_line_at_a_time_keeps_the_order_of_stamps() -> None:
+    """The same where lines repeat enough to be read a distinct line at a time: the places of a
+    stamped line are taken in order, not at its first one."""
+    data = (b"\n".join([WARN_T1] * 20 + [WARN_T2] * 20 + [WARN_T1] * 20 + [UNSTAMPED]) + b"\n") * 2
+    assert said(sieved(data)) == said(every_line_read(data))
+
+
+def test_a_block_of_lines_all_read_before_leaves_the_time_of_its_last_stamp() -> None:
+    """Where every line of a repeating block was read before, none is read again, and the time
+    after the block is that of its last stamped line (neither its first one nor the one seen
+    first last), which the unstamped line of the next block takes."""
+    t3 = WARN_T1.replace(b"2026-11-20", b"2024-01-05")
+    blocks = [[WARN_T1, WARN_T2, t3] * 10, [WARN_T1] * 5 + [WARN_T2] * 20 + [t3] * 20 + [WARN_T2]]
+    blocks.append([UNSTAMPED])
+    scanner, line_no = Scanner(), 1
+    for lines in blocks:
+        line_no += scanner.feed_block(b"\n".join(lines) + b"\n", "log", line_no)
+    data = b"".join(b"\n".join(lines) + b"\n" for lines in blocks)
+    every = every_line_read(data)
+    assert said(scanner.result) == said(every)
+    when = scanner.result.hits["cuda.peer_access"].origin.time
+    assert when == every.hits["cuda.peer_access"].origin.time
+    assert when == scanner.result.hits["nccl.socket.connect_failed"].origin.time  # WARN_T2's
+
+
+def test_a_new_line_in_a_repeating_window_after_windows_of_nothing_new_has_its_number(
+    tmp_path: Path,
+) -> None:
+    """Windows with no line not read before count no lines; a later window whose lines mostly
+    repeat and that holds a new one still numbers it from the file's start."""
+    info = (
+        b"gpu1:4100:4100 [0] NCCL INFO Channel 00 : 0[3d000] -> 1[3e000] via P2P/direct pointer\n"
+    )
+    plain = b"epoch 1 step 5 loss 0.1234 lr 3e-4 grad_norm 0.5, an ordinary training line\n"
+    new = b"ssh: connect to host n2 port 22: Connection refused\n"
+    data = b"RuntimeError: CUDA error: out of memory\n" + plain * (2 * WINDOW // len(plain))
+    data += info * (WINDOW // len(info) // 2) + new + info * 1000
+    path = tmp_path / "job.log"
+    path.write_bytes(data)
+    found = said(explain([str(path)]))
+    assert found == said(every_line_read(data))
+    line = data[: data.index(new)].count(b"\n") + 1
+    assert f"log:{line}" in [f["data"]["first_seen"] for f in found["findings"]]
 
 
 def test_the_corpus_many_times_over_reads_as_every_line_read() -> None:
@@ -148,9 +214,12 @@ def test_a_search_that_fails_is_raised_in_the_reader_and_stops_every_thread() ->
 
 
 def test_beside_busy_programs_every_cpu_searches() -> None:
-    """Where other programs run, the sieve takes a search thread per CPU (its share of a busy
-    machine); only where nothing else runs does the reader keep a CPU of its own."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    """Where more tasks are ready to run than there are CPUs, the sieve takes a search thread per
+    CPU (its share of a busy machine); only with a CPU to spare does the reader keep one."""
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
     try:
         time.sleep(0.2)  # both started and running
         assert sieve.searchers() == sieve.cpus()
