@@ -41,6 +41,8 @@ class NcclLog:
 
     versions: Counter[str] = field(default_factory=Counter)  # every version line, however bare
     cudas: Counter[str] = field(default_factory=Counter)
+    # What the log shows first (a log of one job shows one): a line read again, or skipped as
+    # read before, changes none of these.
     library: str | None = None
     cuda_driver: int | None = None
     hip: str | None = None  # RCCL's banner
@@ -108,24 +110,25 @@ class NcclLog:
         if (v := L.VERSION.search(text)) is not None:
             version = v["ver"] + v["suffix"]
             self.tally(version, v["platver"])
-            self.library = v["lib"]
+            self.library = self.library or v["lib"]
             if proc is not None:
                 proc.library, proc.version = v["lib"], version
                 proc.cuda = v["platver"] or proc.cuda
             return True
         if (d := L.DRIVER.search(text)) is not None:
-            self.cuda_driver = int(d["v"])
+            driver = int(d["v"])
+            self.cuda_driver = driver if self.cuda_driver is None else self.cuda_driver
             if proc is not None:
-                proc.cuda_driver = self.cuda_driver
+                proc.cuda_driver = driver
             return True
         if (x := L.RCCL_EXTRA.search(text.strip())) is not None:
             value = cut(x["value"])
             if x["what"] == "HIP version":
-                self.hip = value
+                self.hip = self.hip or value
             elif x["what"] == "ROCm version":
-                self.rocm = value
+                self.rocm = self.rocm or value
             else:
-                self.library_path = value
+                self.library_path = self.library_path or value
             return True
         return False
 
@@ -140,10 +143,11 @@ class NcclLog:
         """nccl-tests' or rccl-tests' header: the library's version, and each rank's process,
         host and GPU (nccl_tests.py)."""
         if (h := T.header(text)) is not None:
-            self.benchmark, version = h
+            benchmark, version = h
+            self.benchmark = self.benchmark or benchmark
             if version is not None:
                 self.tally(version, None)
-                self.library = "NCCL"
+                self.library = self.library or "NCCL"
             return True
         if (d := T.device(text)) is None:
             return False
@@ -162,7 +166,7 @@ class NcclLog:
         self.versions.update(later.versions)
         self.cudas.update(later.cudas)
         for name in ("library", "cuda_driver", "hip", "rocm", "library_path", "benchmark"):
-            if getattr(later, name) is not None:
+            if getattr(self, name) is None:
                 setattr(self, name, getattr(later, name))
         for key, proc in later.processes.items():
             if key in self.processes:

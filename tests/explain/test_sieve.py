@@ -103,6 +103,7 @@ def test_lines_read_before_count_as_if_read_again(data: bytes) -> None:
 WARN_T1 = b"[2026-11-20 10:15:02] gpu-a:41200:41380 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"  # noqa: E501
 WARN_T2 = b"[2025-03-11 14:02:07] gpu-a:41200:41380 [0] misc/socket.cc:612 NCCL WARN socketConnectCheck: connect to 172.17.0.1<43117> returned Connection refused"  # noqa: E501
 UNSTAMPED = b"RuntimeError: CUDA error: peer access is not supported between these two devices"
+CORPUS_NCCL_VERSION = b"vm:722:722 [0] NCCL INFO NCCL version 2.28.9+cuda13.0"
 
 
 def test_a_stamped_line_read_again_sets_the_time_again() -> None:
@@ -112,6 +113,16 @@ def test_a_stamped_line_read_again_sets_the_time_again() -> None:
     assert said(sieved(data)) == said(every_line_read(data))
     codes = [f["code"] for f in said(sieved(data))["findings"]]
     assert codes.index("cuda.peer_access") > codes.index("nccl.ib.memlock")
+
+
+def test_what_the_log_shows_first_is_kept_however_its_lines_repeat() -> None:
+    """The library (and the driver, HIP, ROCm, path, benchmark) is what the log shows first: a
+    repeat skipped as read before cannot change it (hypothesis drew an RCCL banner, NCCL version
+    lines, then the RCCL banner again: read again, the last line had made it RCCL)."""
+    rccl, nccl = b"RCCL version : 2.20.5-HEAD:f1d1a53", CORPUS_NCCL_VERSION
+    data = b"\n".join([rccl] + [nccl] * 6 + [rccl]) + b"\n"
+    assert said(sieved(data)) == said(every_line_read(data))
+    assert sieved(data).nccl.library == "RCCL"
 
 
 def test_a_block_read_a_distinct_line_at_a_time_keeps_the_order_of_stamps() -> None:
