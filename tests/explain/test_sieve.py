@@ -170,6 +170,27 @@ def test_a_new_line_in_a_repeating_window_after_windows_of_nothing_new_has_its_n
     assert f"log:{line}" in [f["data"]["first_seen"] for f in found["findings"]]
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.sampled_from(CORPUS), min_size=1, max_size=6, unique=True).flatmap(
+        lambda pool: st.lists(st.sampled_from(pool), min_size=8, max_size=300)
+    ),
+    st.integers(1, 4),
+)
+def test_a_few_lines_repeated_in_any_order_and_in_blocks_read_as_every_line(
+    lines: list[bytes], parts: int
+) -> None:
+    """A few lines, over and over in any order (what makes a block be read a distinct line at a
+    time), fed whole and in blocks as windows are: the same as reading every line in order."""
+    data = b"\n".join(lines) + b"\n"
+    expected = said(every_line_read(data))
+    assert said(sieved(data)) == expected
+    scanner, line_no, step = Scanner(), 1, max(6, len(lines) // parts)  # 6: a cut first line
+    for at in range(0, len(lines), step):
+        line_no += scanner.feed_block(b"\n".join(lines[at : at + step]) + b"\n", "log", line_no)
+    assert said(scanner.result) == expected
+
+
 def test_the_corpus_many_times_over_reads_as_every_line_read() -> None:
     data = (b"\n".join(CORPUS) + b"\n") * 5
     assert said(sieved(data)) == said(every_line_read(data))
