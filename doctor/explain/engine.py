@@ -203,6 +203,8 @@ class Scanner:
     def _stamps(self, lines: list[bytes], stamped: dict[bytes, tuple[Clock, float]]) -> None:
         """What the places of stamped lines do where no line between them is read: each clock's
         first stamp here times the sightings that waited for one, its last is its time after."""
+        if not stamped:  # nothing to look for: no walk over the block's lines
+            return
         keys = {key for key, _ in stamped.values()}
         for order in (lines, reversed(lines)):
             found: set[Clock] = set()
