@@ -435,11 +435,12 @@ def main(spec):
         seen = last[pid]
         if written and written <= sampled and seen and seen["io_bytes"] is not None:
             seen["io_bytes"] -= size  # torch writing its dump is not the job's I/O
+    nccl = {pid: maps_nccl(pid) for pid in procs}  # each process's maps read once
     if spec.get("ras"):
         addresses = {
             info["env"].get("NCCL_RAS_ADDR") or "127.0.0.1:%d" % RAS_PORT
             for pid, info in procs.items()
-            if info["env"].get("NCCL_RAS_ENABLE", "1") != "0" and maps_nccl(pid)
+            if info["env"].get("NCCL_RAS_ENABLE", "1") != "0" and nccl[pid]
         }
         if addresses:
             out["ras"] = ras_status(sorted(addresses)[0], until)
@@ -449,7 +450,7 @@ def main(spec):
             info["stack"] = stacks[pid]
         if pid in stacks_first:
             info["stack_first"] = stacks_first[pid]
-        info["nccl"] = maps_nccl(pid)
+        info["nccl"] = nccl[pid]
     out["processes"] = sorted(procs.values(), key=lambda i: i["pid"])
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
