@@ -8,15 +8,17 @@ one finding that names only the odd ranks and their nodes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 from checks.stage import whole_nodes
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact
 from doctor.facts.cluster import ClusterFacts
+from doctor.facts.hang.flight import who
 from doctor.facts.hang.shape import Gone, Group, HangView, hang_view
-from doctor.facts.hang.stacks import JobProcess
+from doctor.facts.hang.stacks import JobProcess, StacksFacts
 from doctor.facts.network.reach import Reachability
 from doctor.plugin import Skip, cluster_check, need
 
@@ -30,6 +32,11 @@ CODES = {
     "hang.agent_failed": "the doctor's stacks agent broke on a node (it is named in "
     "hang.node_silent's data)",
     "hang.symmetric": "every rank waits in the same collective: no rank is behind, the network is",
+    "hang.first_collective": "every rank waits in its first collective: the ranks never completed "
+    "one together, so the path between them (interface, firewall, NCCL's network plugin) is at "
+    "fault, not a rank",
+    "hang.one_rank": "the text shows one rank only, which reported the timeout: it cannot name "
+    "the rank that held it",
     "hang.no_evidence": "a rank's stack could not be taken (ptrace refused, py-spy missing, gone)",
     "hang.no_job": "a node holds no rank of the job",
     "hang.stalled": "no rank waits in a collective and none moved: every rank is stuck elsewhere",
@@ -71,9 +78,15 @@ def waited(view: HangView) -> str:
 )
 def hang(cluster: ClusterFacts) -> Iterator[Finding]:
     stacks = need(cluster.stacks)
-    jobs = stacks.jobs()
-    if not jobs and not stacks.failures:
+    if not stacks.jobs() and not stacks.failures:
         raise Skip("no rank of a training job found on any node")
+    yield from verdict(stacks, cluster.reachability)
+
+
+def verdict(stacks: StacksFacts, reach: Reachability | object = None) -> Iterator[Finding]:
+    """The findings on a hang, whether the doctor looked at the ranks itself (doctor stacks,
+    doctor run) or read what the job left behind (doctor explain): one model, one wording."""
+    jobs = stacks.jobs()
     views = [hang_view(stacks, job) for job in jobs] or [hang_view(stacks, "")]
     yield from _silent(views[0])
     lost = {g.node for view in views for g in view.gone}
@@ -87,7 +100,7 @@ def hang(cluster: ClusterFacts) -> Iterator[Finding]:
             fix=Fix("If the job should run there, its launcher never started it on that node."),
         )
     for view in views:
-        for finding in _judged(view, cluster):
+        for finding in _judged(view, reach):
             # Several jobs on the nodes (a leftover one holds ports and GPUs): say whose.
             yield (
                 replace(finding, summary=f"{view.job}: {finding.summary}")
@@ -96,7 +109,7 @@ def hang(cluster: ClusterFacts) -> Iterator[Finding]:
             )
 
 
-def _judged(view: HangView, cluster: ClusterFacts) -> Iterator[Finding]:
+def _judged(view: HangView, reach: Reachability | object) -> Iterator[Finding]:
     yield from _gone(view)
     yield from _blind(view)
     waiting = tuple(r for g in view.waiting for r in g.ranks)
@@ -106,10 +119,31 @@ def _judged(view: HangView, cluster: ClusterFacts) -> Iterator[Finding]:
     yield from _mismatch(view)
     yield from _outside(view)
     shape = view.shape()
-    if shape == "symmetric":
-        yield _symmetric(view, cluster.reachability)
+    if shape == "symmetric" and not view.live and len(view.ranks) == 1:
+        yield _one_rank(view)
+    elif shape == "symmetric" and view.first_collective():
+        yield _first_collective(view, reach)
+    elif shape == "symmetric":
+        yield _symmetric(view, reach)
     if shape == "idle":
         yield _idle(view)
+
+
+def _data(view: HangView, cause: Sequence[JobProcess], **more: Any) -> dict[str, Any]:
+    """The findings' contract: ``ranks`` are the ranks named as the cause (odd, behind, gone),
+    never those that only waited or reported, which are under ``reported``; ``pids`` and the
+    collective the others wait in go with them."""
+    named = {who(r) for r in cause}
+    numbers = sorted({r.rank for r in cause if r.rank is not None})
+    reported = sorted({r.rank for r in view.ranks if who(r) not in named and r.rank is not None})
+    data: dict[str, Any] = {"ranks": [n for n in numbers], "reported": reported}
+    data["pids"] = [
+        {"rank": r.rank, "node": r.node, "pid": r.pid} for r in cause if r.pid or r.node
+    ]
+    if view.waiting:
+        data["collective"] = view.waiting[0].position.describe()
+    data["evidence_from"] = "the ranks themselves" if view.live else "text the job left"
+    return data | more
 
 
 def _moving(view: HangView, ranks: tuple[JobProcess, ...]) -> list[str]:
@@ -131,7 +165,7 @@ def _silent(view: HangView) -> Iterator[Finding]:
                 "ranks. Check it from another node.",
                 (f"ping -c 3 {node}", f"doctor preflight -H {node} --no-allreduce"),
             ),
-            data={"code": failure.code},
+            data=_data(view, [], code=failure.code),
         )
 
 
@@ -158,7 +192,7 @@ def _gone(view: HangView) -> Iterator[Finding]:
                     '"killed process|out of memory|segfault"\'',
                 ),
             ),
-            data={"ranks": [g.rank for g in lost]},
+            data=_data(view, []) | {"ranks": [g.rank for g in lost]},
         )
 
 
@@ -182,7 +216,7 @@ def _mismatch(view: HangView) -> Iterator[Finding]:
             "each collective's shapes across ranks and fail at the first that differs.",
             ("export TORCH_DISTRIBUTED_DEBUG=DETAIL",),
         ),
-        data={"sides": {k: [r.rank for r in v] for k, v in m.sides.items()}},
+        data=_data(view, odd, sides={k: [r.rank for r in v] for k, v in m.sides.items()}),
     )
 
 
@@ -215,9 +249,10 @@ def _outside(view: HangView) -> Iterator[Finding]:
             tuple(
                 f"ssh {o.process.node} py-spy dump --pid {o.process.pid} --native"
                 for o in view.odd[:3]
+                if o.process.node and o.process.pid
             ),
         ),
-        data={"ranks": [o.process.rank for o in view.odd]},
+        data=_data(view, odd_ranks),
     )
 
 
@@ -277,8 +312,64 @@ def _symmetric(view: HangView, reach: Reachability | object) -> Finding:
         fix=Fix(
             "A hang with every rank in one collective is the transport's: a link, a switch port "
             "or a NIC between the nodes. Compare with a fresh preflight of the same nodes.",
-            (f"doctor preflight -H {','.join(sorted({r.node for r in group.ranks}))}",),
+            (f"doctor preflight -H {_hosts(group.ranks)}",),
         ),
+        data=_data(view, []),
+    )
+
+
+def _hosts(ranks: Sequence[JobProcess]) -> str:
+    return ",".join(sorted({r.node for r in ranks if r.node})) or "<the job's nodes>"
+
+
+def _first_collective(view: HangView, reach: Reachability | object) -> Finding:
+    """Every rank waits in collective #1 of its group: no rank is behind, none ever got through."""
+    (group,) = view.groups
+    nodes = sorted({r.node for r in group.ranks if r.node})
+    between = f"between {compact(nodes)}" if len(nodes) > 1 else "between the ranks"
+    found = _symmetric(view, reach)
+    return Finding(
+        "hang.first_collective",
+        Severity.FAIL,
+        f"every rank waits in its first collective ({group.position.describe()}): no rank is "
+        f"behind; the ranks never completed one together, so the path {between} is at fault "
+        "(the interface NCCL chose, a firewall, NCCL's network plugin), not a rank",
+        nodes=found.nodes,
+        evidence=found.evidence,
+        fix=Fix(
+            "Check the path the ranks use before the job: the doctor's preflight of the same "
+            "nodes tests TCP between every pair on the interfaces NCCL and Gloo will pick "
+            "(reach.*, nics.*) and says what to set (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, the "
+            "firewall's ports); NCCL_DEBUG=INFO shows which interface and network it took.",
+            (
+                f"doctor preflight -H {_hosts(group.ranks)}",
+                "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...",
+            ),
+        ),
+        data=_data(view, [], related_checks=["reach.tcp", "nics.nccl"]),
+    )
+
+
+def _one_rank(view: HangView) -> Finding:
+    """The text of one rank that waited: it says what it waited in, not who held it."""
+    (rank,) = view.ranks
+    where = view.positions[who(rank)].describe()
+    return Finding(
+        "hang.one_rank",
+        Severity.WARN,
+        f"only {rank.label()}'s text is here: it waited in {where} until its timeout; which "
+        "rank held it, the text of one rank cannot say",
+        nodes=(),
+        fix=Fix(
+            "Give the doctor every rank's output (torchrun --log-dir, Slurm's %t outputs, one "
+            "file per node), or a Flight Recorder dump of every rank: the rank that is behind "
+            "is the one whose text differs.",
+            (
+                "doctor explain logs/",
+                "export TORCH_FR_BUFFER_SIZE=2000 TORCH_FR_DUMP_TEMP_FILE=/tmp/fr_",
+            ),
+        ),
+        data=_data(view, []),
     )
 
 

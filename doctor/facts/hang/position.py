@@ -54,14 +54,26 @@ class Position:
     site: Frame | None = None  # the user's line: the call of the collective, or where it is
     inner: Frame | None = None  # the innermost frame, when it is not the site
     doing: str = ""  # in words: "sleeping", "waiting for its DataLoader worker", ...
+    seq: int | None = None  # the collective's number in its process group, where known
+    group: str = ""  # that process group, where known
 
-    def key(self) -> tuple[str, str, str, int]:
+    def key(self) -> tuple[str, str, str, int, int, str]:
         site = self.site
-        return (self.kind, self.op or "", site.file if site else "", site.line if site else 0)
+        return (
+            self.kind,
+            self.op or "",
+            site.file if site else "",
+            site.line if site else 0,
+            -1 if self.seq is None else self.seq,
+            self.group,
+        )
 
     def describe(self) -> str:
         where = self.site.where() if self.site else "no Python frame"
         if self.kind == "collective":
+            if self.site is None and self.seq is not None:  # from text: no stack, a number
+                group = f" of process group {self.group}" if self.group else ""
+                return f"{self.op} #{self.seq}{group}"
             return f"{self.op} called at {where}"
         if self.kind == "device":
             return f"waiting on the GPU at {where}"

@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from doctor.core.model import NodeFailure
-from doctor.facts.hang.flight import FlightView, compare
-from doctor.facts.hang.position import Position, moved, position
+from doctor.facts.hang.flight import FlightView, Who, compare, who
+from doctor.facts.hang.position import Position, moved, position, waiting_on
 from doctor.facts.hang.ras import RasView, read_ras
 from doctor.facts.hang.stacks import JobProcess, StacksFacts
 
@@ -65,7 +65,7 @@ class Gone:
 @dataclass(frozen=True)
 class HangView:
     job: str
-    positions: dict[tuple[str, int], Position]  # (node, pid) -> where the rank is
+    positions: dict[Who, Position]  # who(rank) -> where the rank is
     groups: tuple[Group, ...]  # largest first
     odd: tuple[Odd, ...] = ()
     mismatch: Sides | None = None
@@ -77,6 +77,22 @@ class HangView:
     world: int | None = None
     flight: FlightView | None = None
     ras: RasView | None = None
+    live: bool = True  # looked at by the doctor (else read from text the job left)
+
+    @property
+    def ranks(self) -> tuple[JobProcess, ...]:
+        """Every rank the evidence places somewhere."""
+        return tuple(r for g in self.groups for r in g.ranks)
+
+    def first_collective(self) -> bool:
+        """Every placed rank waits in its process group's first collective: the ranks never
+        completed one together, so none is behind: the path between them is at fault."""
+        placed = [p for p in self.positions.values() if p.kind == "collective"]
+        return (
+            bool(placed)
+            and len(placed) == len(self.positions)
+            and all(p.seq is not None and p.seq <= 1 for p in placed)
+        )
 
     @property
     def waiting(self) -> tuple[Group, ...]:
@@ -100,11 +116,28 @@ class HangView:
 
 
 def _flight_position(stacked: Position, process: JobProcess, flight: FlightView) -> Position:
-    pending = flight.pending.get(process.pid)
-    lagging = any(lag.process.pid == process.pid for lag in flight.lags)
+    pending = flight.pending.get(who(process))
+    lagging = any(who(lag.process) == who(process) for lag in flight.lags)
     if pending is None or lagging or stacked.kind == "collective":
         return stacked
-    return Position("collective", pending.op, pending.site, stacked.site, "Flight Recorder")
+    seq = pending.seq if stacked.site is None else None  # a number where no stack says more
+    return Position(
+        "collective", pending.op, pending.site, stacked.site, "Flight Recorder", seq, pending.group
+    )
+
+
+def _placed(process: JobProcess, flight: FlightView) -> Position | None:
+    """Where a rank is: its stack, with Flight Recorder's pending collective; without a stack
+    (text), a collective it waits in or a state that says (D: uninterruptible I/O)."""
+    if process.threads:
+        return _flight_position(position(process), process, flight)
+    if who(process) in flight.pending:
+        return _flight_position(Position("unknown"), process, flight)
+    state = process.last.state if process.last else ""
+    if state in ("D", "T", "t", "Z"):
+        doing = waiting_on(process.last.wchan if process.last else "", state) or "a zombie"
+        return Position("outside", doing=f"{doing} (state {state})")
+    return None
 
 
 def hang_view(stacks: StacksFacts, job: str) -> HangView:
@@ -112,13 +145,13 @@ def hang_view(stacks: StacksFacts, job: str) -> HangView:
     ranks = stacks.ranks(job)
     flight = compare(ranks)
     ras = next((v for n in stacks.nodes.values() if (v := read_ras(n.ras))), None)
-    seen = [r for r in ranks if r.threads]
-    positions = {(r.node, r.pid): _flight_position(position(r), r, flight) for r in seen}
-    by_key: dict[tuple[str, str, str, int], list[JobProcess]] = {}
+    positions = {who(r): at for r in ranks if (at := _placed(r, flight)) is not None}
+    seen = [r for r in ranks if who(r) in positions]
+    by_key: dict[tuple[str, str, str, int, int, str], list[JobProcess]] = {}
     for r in seen:
-        by_key.setdefault(positions[(r.node, r.pid)].key(), []).append(r)
+        by_key.setdefault(positions[who(r)].key(), []).append(r)
     groups = sorted(
-        (Group(positions[(v[0].node, v[0].pid)], tuple(v)) for v in by_key.values()),
+        (Group(positions[who(v[0])], tuple(v)) for v in by_key.values()),
         key=lambda g: (-len(g.ranks), not g.waits),
     )
     gone, world = _gone(stacks, job, ranks, ras)
@@ -130,14 +163,19 @@ def hang_view(stacks: StacksFacts, job: str) -> HangView:
         mismatch=_mismatch(groups, flight) or _ras_mismatch(ranks, ras),
         gone=tuple(gone),
         silent=dict(stacks.failures),
-        blind=tuple((r, r.stack_error or "no stack") for r in ranks if not r.threads),
+        blind=tuple((r, r.stack_error or "no stack") for r in ranks if not r.threads)
+        if stacks.live
+        else (),
         moving=tuple((r, why) for r in ranks if (why := moved(r))),
         empty=tuple(
             n for n, s in stacks.nodes.items() if not any(p.role == "rank" for p in s.processes)
-        ),
+        )
+        if stacks.live
+        else (),
         world=world,
         flight=flight,
         ras=ras,
+        live=stacks.live,
     )
 
 
@@ -145,43 +183,62 @@ def _odd(
     stacks: StacksFacts,
     ranks: list[JobProcess],
     groups: list[Group],
-    positions: dict[tuple[str, int], Position],
+    positions: dict[Who, Position],
     flight: FlightView,
     ras: RasView | None,
 ) -> list[Odd]:
     """Ranks elsewhere while others wait in a collective, and ranks behind the others' count."""
-    found: dict[int, Odd] = {}
+    found: dict[tuple[str, int, int | None], Odd] = {}
     waiting = [g for g in groups if g.waits]
     if waiting:
         for group in groups:
             if group.waits:
                 continue
             for r in group.ranks:
-                found[r.pid] = Odd(r, group.position, "outside any collective", _child(stacks, r))
+                odd = Odd(r, group.position, "outside any collective", _child(stacks, r))
+                found[(r.node, r.pid, r.rank)] = odd
     for lag in flight.lags:
         p = lag.process
-        where = positions.get((p.node, p.pid), Position("unknown"))
+        where = positions.get(who(p), Position("unknown"))
         why = (
             f"enqueued up to collective #{lag.enqueued}, the others #{lag.others} (Flight Recorder)"
+            if stacks.live
+            else f"enqueued up to collective #{lag.enqueued}, the others wait in #{lag.others}"
+            + (f" of process group {lag.group}" if lag.group else "")
         )
         _add(found, Odd(p, where, why, _child(stacks, p)))
     for behind in ras.lags if ras else []:
         held = next((r for r in ranks if r.rank == behind.rank.rank), None)
         if held is None:
-            continue
-        where = positions.get((held.node, held.pid), Position("unknown"))
+            if stacks.live:
+                continue
+            held = _told_rank(behind.rank.rank, behind.rank.host, behind.rank.pid or 0)
+        where = positions.get(who(held), Position("unknown"))
         why = (
             f"launched {behind.count} {behind.op} operations, the others up to {behind.most} "
             "(NCCL RAS)"
         )
         _add(found, Odd(held, where, why, _child(stacks, held)))
+    for told in stacks.told:
+        held = next((r for r in ranks if r.rank == told.rank), None)
+        held = held or _told_rank(told.rank, told.node, told.pid)
+        where = positions.get(who(held), Position("unknown"))
+        _add(found, Odd(held, where, f"not in {told.collective} ({told.tool})"))
     return sorted(found.values(), key=lambda o: (o.process.rank or 0, o.process.node))
 
 
-def _add(found: dict[int, Odd], odd: Odd) -> None:
+def _told_rank(rank: int, node: str, pid: int) -> JobProcess:
+    """A rank only a tool's verdict names (its own text is not here)."""
+    return JobProcess(node=node, pid=pid, role="rank", argv=(), env={"RANK": str(rank)})
+
+
+def _add(found: dict[tuple[str, int, int | None], Odd], odd: Odd) -> None:
     """One Odd per rank, its reasons joined."""
-    known = found.get(odd.process.pid)
-    found[odd.process.pid] = replace(known, why=f"{known.why}; {odd.why}") if known else odd
+    key = (odd.process.node, odd.process.pid, odd.process.rank)
+    if odd.process.rank is not None:  # text: one rank, whether a node and pid were told or not
+        key = next((k for k in found if k[2] == odd.process.rank), key)
+    known = found.get(key)
+    found[key] = replace(known, why=f"{known.why}; {odd.why}") if known else odd
 
 
 def _child(stacks: StacksFacts, rank: JobProcess) -> tuple[JobProcess, Position] | None:
@@ -233,6 +290,8 @@ def _gone(
     a rank on a node that said nothing is that node's silence, not a rank gone."""
     sizes = [w for r in ranks if (w := r.world_size) is not None]
     world = max(sizes) if sizes else None
+    if not stacks.live:  # a rank the text does not show is not thereby gone
+        world = None
     numbers = {r.rank for r in ranks if r.rank is not None}
     node_of_group = {}
     local = Counter(r.number("LOCAL_WORLD_SIZE") for r in ranks)

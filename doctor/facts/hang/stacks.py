@@ -117,8 +117,10 @@ class JobProcess:
         return self.threads[0] if self.threads else None
 
     def label(self) -> str:
+        """``rank 3 (node2, pid 4242)``: what the evidence knows (text may give no node or pid)."""
         rank = f"rank {self.rank}" if self.rank is not None else "a process"
-        return f"{rank} ({self.node}, pid {self.pid})"
+        where = ", ".join(([self.node] if self.node else []) + [f"pid {self.pid}"] * bool(self.pid))
+        return f"{rank} ({where})" if where else rank
 
 
 @dataclass(frozen=True)
@@ -134,12 +136,28 @@ class NodeStacks:
 
 
 @dataclass(frozen=True)
+class Told:
+    """A tool's verdict read from a hung job's text (torchfrtrace, Horovod's stall inspector):
+    this rank did not join a collective the others wait in."""
+
+    rank: int
+    node: str  # "" where the text does not say
+    pid: int  # 0 where the text does not say
+    collective: str
+    tool: str
+
+
+@dataclass(frozen=True)
 class StacksFacts:
-    """Every node's answer, and the nodes that gave none."""
+    """Every node's answer, and the nodes that gave none. ``live``: the doctor looked at the job
+    itself (doctor stacks, doctor run); else the facts were read from what the job left behind
+    (doctor explain), where a rank the text does not show is not thereby gone, nor blind."""
 
     nodes: dict[str, NodeStacks]
     failures: dict[str, NodeFailure] = field(default_factory=dict)
     window: float = 0.0
+    live: bool = True
+    told: tuple[Told, ...] = ()
 
     def ranks(self, job: str | None = None) -> list[JobProcess]:
         """The ranks (of one job, when named), by rank."""
