@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from checks.job import job
 from checks.stage import whole_nodes
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact
@@ -400,4 +401,4 @@ def _idle(view: HangView) -> Finding:
     )
 
 
-CHECKS = [hang]
+CHECKS = [hang, job]

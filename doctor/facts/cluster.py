@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from doctor.core.model import Missing, NodeFailure
 from doctor.core.nodeset import is_address
 from doctor.facts.allreduce import AllreduceFacts
+from doctor.facts.hang.outcome import JobOutcome
 from doctor.facts.hang.stacks import StacksFacts
 from doctor.facts.network.mesh import SshMesh
 from doctor.facts.network.reach import Reachability
@@ -43,6 +44,8 @@ class ClusterFacts:
     stacks: StacksFacts | Missing = field(
         default_factory=lambda: Missing("no running job was looked at")
     )
+    # How a job doctor run launched ended (set after the launch, on a copy of the gate's facts).
+    job: JobOutcome | Missing = field(default_factory=lambda: Missing("no job was launched"))
 
     @property
     def names(self) -> list[str]:

@@ -313,3 +313,30 @@ def parse_launch(argv: list[str]) -> LaunchLine:
         master_addr=master or None,
         master_port=port,
     )
+
+
+# The job's own collective timeout, where its command line sets it: Megatron-LM's
+# --distributed-timeout-minutes, Hugging Face Trainer's --ddp_timeout (seconds).
+_TIMEOUTS = {
+    "--distributed-timeout-minutes": 60.0,
+    "--distributed_timeout_minutes": 60.0,
+    "--ddp_timeout": 1.0,
+    "--ddp-timeout": 1.0,
+}
+
+
+def collective_timeout(argv: list[str] | tuple[str, ...]) -> tuple[float, str] | None:
+    """Seconds after which the job's own watchdog ends a collective, and the option that says
+    so, where the command line sets it."""
+    for i, word in enumerate(argv):
+        name, eq, value = word.partition("=")
+        if name not in _TIMEOUTS:
+            continue
+        text = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+        try:
+            seconds = float(text) * _TIMEOUTS[name]
+        except ValueError:
+            continue
+        if seconds > 0:
+            return seconds, f"{name} {text}"
+    return None

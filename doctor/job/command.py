@@ -22,7 +22,8 @@ from doctor.core.errors import UsageError
 from doctor.core.files import write_whole
 from doctor.core.model import Missing, Severity
 from doctor.facts.cluster import ClusterFacts
-from doctor.job.argv import PER_NODE, LaunchLine
+from doctor.facts.hang.outcome import FailedNode, JobOutcome
+from doctor.job.argv import PER_NODE, LaunchLine, collective_timeout
 from doctor.job.explain import job_explanation
 from doctor.job.forward import forward
 from doctor.job.gate import Verdict, judge
@@ -31,7 +32,8 @@ from doctor.job.show import blocking, say, show_gate
 from doctor.job.spread import JobResult, Launch, run_job
 from doctor.job.watch import Watch, armed_env, armed_files, new_mark
 from doctor.judge.registry import load_checks
-from doctor.judge.report import Report
+from doctor.judge.report import Report, merge_findings
+from doctor.judge.runner import run_checks
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import subnets
 from doctor.nodes.connect import connect
@@ -198,10 +200,26 @@ def launch(
         grace=settings.grace,
         timeout=settings.time_limit,
         watch=watch,
-        hang_after=hang.hang_after,
+        hang_after=_look_after(line, hang.hang_after),
     )
     result.hangs = watch.verdicts if watch else []
+    result.judged = watch.judged if watch else []
     return result
+
+
+def _look_after(line: LaunchLine, hang_after: float | None) -> float | None:
+    """--hang-after, or less where the job's own collective timeout is shorter: the look must
+    come before the job's watchdog ends the ranks."""
+    known = collective_timeout(line.argv)
+    if not hang_after or known is None or known[0] > hang_after:
+        return hang_after
+    seconds, said = known
+    earlier = max(1.0, seconds * 0.75)
+    say(
+        f"the job's collective timeout is {seconds:g}s ({said}), under --hang-after "
+        f"{hang_after:g}s: looking after {earlier:g}s of silence instead"
+    )
+    return earlier
 
 
 def run_command(
@@ -234,7 +252,32 @@ def run_command(
             line, nodes, transport, verdict, report, settings, hang, request.targets.python, folder
         )
     report.sections["run"].update(job_section(result, verdict, folder, report.cluster))
+    _judge_job(report, result)
     return report, verdict, result
+
+
+def _judge_job(report: Report, result: JobResult) -> None:
+    """What the run concludes about the job, as findings of the report, counted in its summary:
+    the hang the watch found (the hang check's outcome of its last look), and how the job ended
+    (checks/job.py)."""
+    section = report.sections["run"]
+    explained = section.get("explanation") or {}
+    outcome = JobOutcome(
+        exit_code=result.exit_code(),
+        failed=tuple(
+            FailedNode(f["node"], f.get("exit_code"), f.get("error"))
+            for f in explained.get("failed", [])
+        ),
+        causes=tuple(explained.get("findings", [])),
+        timed_out=result.timed_out,
+        hung=result.hung,
+        interrupted=result.interrupted,
+        nodes=tuple(r.name for r in result.runs),
+    )
+    report.cluster = replace(report.cluster, job=outcome)
+    specs = [s for s in load_checks(("hang",)) if s.id == "job"]
+    report.outcomes.extend(result.judged + run_checks(specs, report.cluster))
+    report.findings = merge_findings(report.outcomes)
 
 
 def job_section(

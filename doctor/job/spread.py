@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from doctor.core.errors import EXIT_INTERRUPTED
+from doctor.core.model import CheckOutcome
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport.launch import KILL_WAIT, Launcher, Process, boot_args
 
@@ -68,6 +70,7 @@ class JobResult:
     hung: bool = False  # ended by the doctor's hang watch (--on-hang stop)
     hangs: list[dict[str, Any]] = field(default_factory=list)  # the watch's verdicts
     stopped: list[str] = field(default_factory=list)  # nodes ended by the doctor
+    judged: list[CheckOutcome] = field(default_factory=list)  # the hang check's, when hung
 
     def exit_code(self) -> int:
         """The worst code of the nodes that failed by themselves; 130 after Ctrl-C, 124 past
@@ -87,6 +90,15 @@ def keeper_source() -> bytes:
     return files("doctor.job").joinpath("keeper.py").read_bytes()
 
 
+# What a rank prints when a collective timed out: the moment to look, before its watchdog ends
+# the ranks (PyTorch's ProcessGroupNCCL, Gloo, Horovod's stall inspector).
+ALARMS = re.compile(
+    rb"Watchdog caught collective operation timeout|failure detected by watchdog"
+    rb"|Received a dump signal|[Tt]imed out waiting \d+ ?ms for|Timeout at NCCL work"
+    rb"|waiting for remainder of ranks"
+)
+
+
 class Output:
     """Lines to the terminal, prefixed by node when there are several, and whole to the log."""
 
@@ -94,6 +106,7 @@ class Output:
         self.prefixed = prefixed
         self.lock = threading.Lock()
         self.last = time.monotonic()  # when the job last printed anything, on any node
+        self.alarm: tuple[float, str] | None = None  # the first timeout line: when, and it
 
     def relay(self, name: str, chunks: Iterator[bytes], to: BinaryIO, log: BinaryIO) -> None:
         head = f"[{name}] ".encode() if self.prefixed else b""
@@ -109,6 +122,11 @@ class Output:
     def _write(self, to: BinaryIO, log: BinaryIO, lines: list[bytes], raw: bytes) -> None:
         with self.lock:
             self.last = time.monotonic()
+            if self.alarm is None and (found := ALARMS.search(raw)):
+                start = raw.rfind(b"\n", 0, found.start()) + 1
+                end = raw.find(b"\n", found.end())
+                said = raw[start : end if end >= 0 else len(raw)].decode("utf-8", "replace")
+                self.alarm = (self.last, said.strip()[:300])
             log.write(raw)
             log.flush()
             if lines:
@@ -170,11 +188,13 @@ def run_job(
     *,
     grace: float = 10.0,
     timeout: float | None = None,
-    watch: Callable[[float], str] | None = None,
+    watch: Callable[[float, str], str] | None = None,
     hang_after: float | None = None,
 ) -> JobResult:
     """Start every node's command at once and wait for all of them (see the module's rules).
-    ``watch(quiet_seconds)`` says "moving", "report" or "stop"."""
+    ``watch(quiet_seconds, why)`` says "moving", "report" or "stop": called after ``hang_after``
+    seconds of silence, or at once when a rank prints that a collective timed out (its
+    watchdog ends the ranks soon after: the look must come first)."""
     folder.mkdir(parents=True, exist_ok=True)
     output = Output(prefixed=len(launches) > 1)
     runs = [NodeRun(launch, folder / f"{launch.node.name}.log") for launch in launches]
@@ -185,7 +205,7 @@ def run_job(
         threading.Thread(target=_start, args=(run, launcher, python, output, halt), daemon=True)
         for run in runs
     ]
-    quiet_since, reported = began, False
+    quiet_since, reported, alarmed = began, False, False
     try:
         for thread in threads:
             thread.start()
@@ -194,8 +214,11 @@ def run_job(
             now = time.monotonic()
             if output.last > quiet_since:
                 quiet_since, reported = output.last, False
-            if watch and hang_after and not reported and now - quiet_since >= hang_after:
-                said = watch(now - quiet_since)
+            alarm = output.alarm if not alarmed else None  # one look for the first alarm
+            quiet = now - quiet_since >= hang_after if hang_after else False
+            if watch and hang_after and (alarm or (quiet and not reported)):
+                alarmed = alarmed or alarm is not None
+                said = watch(now - quiet_since, f"a rank printed: {alarm[1]}" if alarm else "")
                 if said == "stop":
                     result.hung = True
                     break

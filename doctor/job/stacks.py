@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from doctor.core.capture import Capture
 from doctor.core.model import Missing
 from doctor.facts.cluster import ClusterFacts
+from doctor.facts.hang.flight import who
 from doctor.facts.hang.shape import HangView, hang_view
 from doctor.facts.hang.stacks import JobProcess, StacksFacts
 from doctor.facts.network.reach import Reachability
@@ -101,7 +102,7 @@ def _empty(facts: StacksFacts, node: str) -> bool:
 
 
 def _rank_json(p: JobProcess, view: HangView, facts: StacksFacts) -> dict[str, Any]:
-    where = view.positions.get((p.node, p.pid))
+    where = view.positions.get(who(p))
     moved = next((why for r, why in view.moving if r is p), None)
     return {
         "rank": p.rank,

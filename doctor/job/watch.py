@@ -25,7 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from doctor.core.files import write_whole
-from doctor.core.model import Severity
+from doctor.core.model import CheckOutcome, Severity
 from doctor.job.settings import HangSettings, StacksSettings
 from doctor.job.show import say
 from doctor.job.stacks import look_at_job
@@ -94,11 +94,16 @@ class Watch:
     checks: tuple[CheckSpec, ...]
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     looks: int = 0
+    judged: list[CheckOutcome] = field(default_factory=list)  # the hang check's, when hung
 
-    def __call__(self, quiet: float) -> str:
-        """Look at the job that printed nothing for ``quiet`` seconds: moving, report or stop."""
+    def __call__(self, quiet: float, why: str = "") -> str:
+        """Look at the job that printed nothing for ``quiet`` seconds, or whose rank printed a
+        timeout (``why``): moving, report or stop."""
         began = time.monotonic()
-        say(f"no output for {quiet:.0f}s: looking at every rank for {WINDOW:g}s")
+        if why:
+            say(f"{why}\ndoctor: looking at every rank now, before the watchdog ends them")
+        else:
+            say(f"no output for {quiet:.0f}s: looking at every rank for {WINDOW:g}s")
         report = look_at_job(
             self.nodes,
             self.transport,
@@ -119,6 +124,7 @@ class Watch:
             moved = next((f for f in report.findings if f.code == "hang.progressing"), None)
             say(f"not hung: {moved.summary if moved else 'no rank of the job waits'}")
             return "moving"
+        self.judged = [o for o in report.outcomes if o.check == "hang"]  # the last look's
         text = io.StringIO()
         render_text(report, Console(file=text, width=160, no_color=True, highlight=False))
         base = self.folder / f"hang-{len(self.verdicts) + 1}"

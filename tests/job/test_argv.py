@@ -133,3 +133,17 @@ def test_horovodrun_and_unknown_commands_get_it_in_their_environment(tmp_path: P
     for argv in (["horovodrun", "-np", "2", "t.py"], ["./launch.sh"]):
         done = forward(parse_launch(argv), {"A": "1"}, tmp_path)
         assert done.argv == argv and done.env == {"A": "1"}
+
+
+def test_the_jobs_own_collective_timeout_is_read_from_its_command_line() -> None:
+    from doctor.job.argv import collective_timeout
+
+    megatron = ["torchrun", "pretrain_gpt.py", "--distributed-timeout-minutes", "5"]
+    assert collective_timeout(megatron) == (300.0, "--distributed-timeout-minutes 5")
+    assert collective_timeout(["python", "train.py", "--ddp_timeout=120"]) == (
+        120.0,
+        "--ddp_timeout 120",
+    )
+    assert collective_timeout(["python", "train.py", "--ddp_timeout", "soon"]) is None
+    assert collective_timeout(["python", "train.py", "--ddp_timeout"]) is None
+    assert collective_timeout(["torchrun", "train.py", "--timeout", "5"]) is None

@@ -122,7 +122,8 @@ def test_a_quiet_job_is_looked_at_and_a_moving_one_left_to_run(tmp_path: Path) -
     after another quiet spell; 'stop' ends the job as hung (exit 124)."""
     said: list[float] = []
 
-    def watch(quiet: float) -> str:
+    def watch(quiet: float, why: str) -> str:
+        assert why == ""  # silence, not a timeout line
         said.append(quiet)
         return "moving" if len(said) == 1 else "stop"
 
@@ -132,3 +133,27 @@ def test_a_quiet_job_is_looked_at_and_a_moving_one_left_to_run(tmp_path: Path) -
     assert time.monotonic() - began < 20
     assert len(said) == 2 and all(q >= 1 for q in said)
     assert result.hung and result.exit_code() == 124 and result.stopped == ["a"]
+
+
+def test_a_timeout_line_is_looked_at_at_once_and_once(tmp_path: Path) -> None:
+    """A rank's watchdog line starts the look before hang_after (the watchdog ends the ranks
+    soon after it): at once, naming the line, and not again for the other ranks' lines."""
+    said: list[tuple[float, str]] = []
+
+    def watch(quiet: float, why: str) -> str:
+        said.append((quiet, why))
+        return "report"
+
+    line = (
+        "[rank1]:[E1127 10:00:00.000000 11 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0 Rank 1] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)"
+    )
+    script = f"echo started; sleep 1; echo '{line}' >&2; echo '{line}' >&2; sleep 4"
+    launch = Launch(node("a"), ["sh", "-c", script])
+    began = time.monotonic()
+    result = run_job(
+        [launch], LocalLauncher(), sys.executable, tmp_path, watch=watch, hang_after=300
+    )
+    assert time.monotonic() - began < 20 and result.exit_code() == 0
+    assert len(said) == 1, said
+    assert said[0][1].startswith("a rank printed: ") and "Watchdog caught" in said[0][1]
