@@ -210,7 +210,10 @@ def test_k_bad_nodes_are_named_exactly_in_k_log_n_tests(
     # gives nodes known good) and no more than its limit.
     k = min(len(picks), max(2, min(4, n // 2)) - 1, default_max_bad(n))
     bad = sorted({nodes[p % n] for p in picks[:k]})
-    fleet = Fleet(**{"bad" if mode == "fail" else "slow": bad}, noise=0.6, seed=seed)
+    if mode == "fail":
+        fleet = Fleet(bad=bad, noise=0.6, seed=seed)
+    else:
+        fleet = Fleet(slow=bad, noise=0.6, seed=seed)
     found = search(nodes, fleet, mode=mode)
     assert set(found.bad_nodes) == set(bad), found.unresolved
     assert found.bad_pairs == () and found.suspects == () and found.unresolved == ""
