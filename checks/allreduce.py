@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from statistics import median
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from doctor.core.model import Finding, Fix, Severity
@@ -26,8 +27,9 @@ NO_TORCH = "torch is not importable"  # the worker's words when the node's Pytho
 CODES = {
     "allreduce.failed": "the allreduce failed as configured; names each stuck rank and its phase",
     "allreduce.timeout": "a rank overran its phase deadline; every rank was killed",
-    "allreduce.slow_start": "most ranks were still importing torch at the launch deadline: "
-    "the allreduce was not run (a slow shared filesystem or loaded nodes, not one node)",
+    "allreduce.slow_start": "ranks were still starting (import torch) at the launch deadline: "
+    "the allreduce was not run; names the slow nodes when they are a few, none when most were "
+    "slow (a slow shared filesystem or loaded nodes)",
     "allreduce.wrong_result": "the allreduce returned a sum that differs from the exact one",
     "allreduce.recommendation_fails": "the recommended settings fail where the current ones pass",
     "allreduce.slow_node": "one node's links are far slower than the others'",
@@ -102,10 +104,24 @@ def allreduce(cluster: ClusterFacts) -> Iterator[Finding]:
     configured = facts.runs[0]
     if facts.backend == "nccl":
         yield from nccl_choices(configured, predictions(cluster))
-    if configured.status in ("failed", "timeout") and configured.logs is not None:
-        from doctor.explain.engine import findings  # the scanner: only for a failed run
+    if configured.status in ("failed", "timeout") and not configured.slow_start:
+        yield from log_findings(configured)
 
-        yield from (f for f in findings(configured.logs) if f.code in DECLARED)
+
+# What a rank says when it cannot reach the rendezvous store: before the store listened (rank 0
+# had not got that far), the consequence of rank 0's own trouble, which the verdict names.
+STORE_UNREACHED = "torch.store.connect_timeout"
+
+
+def log_findings(run: RunResult) -> Iterator[Finding]:
+    """The log diagnosis of a failed run's ranks, less the consequences of rank 0's store."""
+    if run.logs is None:
+        return
+    from doctor.explain.engine import findings  # the scanner: only for a failed run
+
+    for f in findings(run.logs):
+        if f.code in DECLARED and (run.store_up or f.code != STORE_UNREACHED):
+            yield f
 
 
 def not_started(facts: AllreduceFacts) -> Finding:
@@ -137,22 +153,8 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
     """The configured run's outcome, judged against the recommended run when there is one."""
     configured = facts.runs[0]
     recommended = facts.runs[1] if len(facts.runs) > 1 else None
-    starting = configured.still_starting() if configured.status == "timeout" else []
-    launch = configured.plan.deadlines.launch
     if configured.slow_start:
-        yield Finding(
-            "allreduce.slow_start",
-            Severity.WARN,
-            f"{configured.label}: not run: {len(starting)} of {len(configured.ranks)} ranks "
-            f"were still starting (import torch) after {launch:g}s",
-            (),
-            tuple(configured.sentence(r) for r in starting[:5]),
-            Fix(
-                "torch loads slowly on most nodes at once (a shared filesystem under load, "
-                "overloaded nodes): give the ranks longer to start.",
-                (_longer_start(launch),),
-            ),
-        )
+        yield slow_start(configured)
     elif configured.status in ("failed", "timeout"):
         culprits = configured.behind()
         evidence = [configured.sentence(r) for r in configured.ranks if not r.done]
@@ -168,13 +170,6 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
             fix = Fix(
                 "Name the nodes' interpreter that has torch (the one training uses).",
                 (f"doctor allreduce --python /path/to/venv/bin/python   # was {facts.python}",),
-            )
-        elif culprits and all(r in starting for r in culprits):
-            fix = Fix(
-                f"These nodes had not imported torch within {launch:g}s while the others had: "
-                "check their load, disks and filesystem mounts; if they are only slow, give "
-                "them longer.",
-                (_longer_start(launch),),
             )
         else:
             fix = Fix(
@@ -208,6 +203,44 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
             tuple(recommended.sentence(r) for r in recommended.ranks if not r.done),
             Fix("Keep the current settings; do not apply the recommendation."),
         )
+
+
+def slow_start(run: RunResult) -> Finding:
+    """Ranks still starting at the launch deadline: at most a warning. No rank had met another,
+    so nothing about the network or any node's health was tried; it names the slow nodes when
+    they are a few (their disks, load or mounts), none when most were slow (the machine or the
+    filesystem they share)."""
+    starting = run.still_starting()
+    launch = run.plan.deadlines.launch
+    most = 2 * len(starting) > len(run.ranks)
+    nodes = () if most else tuple(dict.fromkeys(r.node for r in starting))
+    started = run.start_seconds()
+    others = (
+        f"; the other {len(started)} had in at most {started[-1]:.1f}s (median "
+        f"{median(started):.1f}s)"
+        if started
+        else ""
+    )
+    if most:
+        why = (
+            "torch loads slowly on most nodes at once (a shared filesystem under load, "
+            "overloaded nodes): give the ranks longer to start."
+        )
+    else:
+        why = (
+            f"{', '.join(nodes)} started far slower than the others: check their load, disks "
+            "and filesystem mounts; if they are only slow, give the ranks longer to start."
+        )
+    return Finding(
+        "allreduce.slow_start",
+        Severity.WARN,
+        f"{run.label}: not run: {len(starting)} of {len(run.ranks)} ranks were still starting "
+        f"(import torch) after {launch:g}s{others}",
+        nodes,
+        tuple(run.sentence(r) for r in starting[:5]),
+        Fix(why, (_longer_start(launch),)),
+        {"still_starting": len(starting), "started_s": [round(t, 1) for t in started]},
+    )
 
 
 def slow_node(runs: tuple[RunResult, ...]) -> Iterator[Finding]:

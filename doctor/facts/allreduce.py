@@ -114,6 +114,9 @@ class RankState:
     node: str
     phase: str = ""  # the last phase entered ("" before its first line)
     entered: float = 0.0  # when it entered that phase (controller clock)
+    began: float = 0.0  # when the run started it (controller clock)
+    # Seconds from the run's start until it had imported torch (None: it had not): the start.
+    ready_s: float | None = None
     error: str = ""
     failed_phase: str = ""
     host: str = ""
@@ -133,6 +136,10 @@ class RankState:
         return self.phase == "done"
 
     @property
+    def ready(self) -> bool:
+        return self.ready_s is not None
+
+    @property
     def failed(self) -> bool:
         return bool(self.error) or (self.exit_code is not None and not self.done)
 
@@ -147,6 +154,8 @@ class RankState:
                 self.env = dict(event.get("env") or {})
             elif self.phase == "init" and isinstance(event.get("nccl"), dict):
                 self.nccl_voice = event["nccl"]
+        elif kind == "ready":
+            self.ready_s = max(0.0, at - self.began)
         elif kind == "fail":
             self.error = str(event.get("error", "failed"))
             self.failed_phase = str(event.get("phase", self.phase))
@@ -188,12 +197,6 @@ class RunResult:
 
     def behind(self) -> list[RankState]:
         """The ranks that got least far: the likely cause when a run did not pass."""
-        if not self.ranks:
-            return []
-
-        def reach(r: RankState) -> int:
-            return PHASES.index(r.phase) if r.phase else -1
-
         stuck = [r for r in self.ranks if not r.done]
         if not stuck:
             return []
@@ -204,23 +207,44 @@ class RunResult:
         return [r for r in last if r.error] or [r for r in last if r.failed] or last
 
     def still_starting(self) -> list[RankState]:
-        """The ranks that had neither failed nor got past starting (their process, then
+        """The ranks that had neither failed nor imported torch (their process starting, then
         ``import torch``): what a launch deadline caught."""
-        return [r for r in self.ranks if r.phase in ("", "launch") and not r.failed]
+        return [r for r in self.ranks if r.phase in ("", "launch") and not r.ready and not r.failed]
 
     @property
     def slow_start(self) -> bool:
-        """Timed out with most ranks still starting: the machine or the filesystem they share
-        was slow, not a node, and the run proved nothing about the network either way."""
-        return self.status == "timeout" and 2 * len(self.still_starting()) > len(self.ranks)
+        """Timed out while ranks were still starting, none failed. No rank meets the others
+        before every rank has imported torch (the word to go waits for all), so such a run tried
+        nothing on the network: it proved no node bad, only that a start (a node's, or the
+        shared filesystem's) was slower than the launch deadline."""
+        starting = self.status == "timeout" and bool(self.still_starting())
+        return starting and not any(r.failed for r in self.ranks)
+
+    @property
+    def store_up(self) -> bool:
+        """Whether rank 0's rendezvous store listened (rank 0 got past the rendezvous): until
+        then another rank's failure to reach it is a consequence, not a cause."""
+        first = self.ranks[0] if self.ranks else None
+        return first is not None and reach(first) >= PHASES.index("init")
+
+    def start_seconds(self) -> list[float]:
+        """How long each rank that imported torch took to start, from the run's start."""
+        return sorted(r.ready_s for r in self.ranks if r.ready_s is not None)
 
     def sentence(self, r: RankState) -> str:
         phase = r.failed_phase or r.phase or "launch"
         text = STUCK.get(phase, f"stopped in {phase}").format(
             master=self.master, backend=self.plan.backend
         )
+        launch = self.plan.deadlines.launch
         if r.phase == "launch" and not r.failed:
-            text = f"started but had not imported torch within {self.plan.deadlines.launch:g}s"
+            text = f"started but had not imported torch within {launch:g}s"
+            if r.ready_s is not None:
+                text = f"imported torch in {r.ready_s:.1f}s and waited for the others"
+        elif not r.phase and not r.failed and self.status == "timeout":
+            text = f"never started within {launch:g}s"
+        elif r.rank == 0 and r.phase == "rendezvous" and not r.failed:
+            text = f"did not set up the rendezvous store at {self.master}"
         line = f"rank {r.rank} ({r.node}) {text}"
         if r.error:
             line += f": {r.error}"
@@ -335,6 +359,7 @@ class RunResult:
                     "host": r.host,
                     "phase": r.phase or "not_started",
                     "completed": r.done,
+                    "start_s": None if r.ready_s is None else round(r.ready_s, 3),
                     "error": r.error or None,
                     "exit_code": r.exit_code,
                     "env": r.env,
@@ -348,6 +373,19 @@ class RunResult:
             "slow_node": slow[0] if slow else None,
             "nccl": self.nccl,
         }
+
+
+def reach(r: RankState) -> float:
+    """How far a rank got, in PHASES' order. A rank that imported torch is past one still
+    importing; rank 0 still setting up its store is behind the ranks waiting to reach it."""
+    if not r.phase:
+        return -1.0
+    at = float(PHASES.index(r.phase))
+    if r.phase == "launch" and r.ready:
+        at += 0.5
+    if r.rank == 0 and r.phase == "rendezvous":
+        at -= 0.25
+    return at
 
 
 def node_scores(links: list[dict[str, Any]], *, upper: bool = False) -> dict[str, float]:

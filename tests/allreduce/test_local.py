@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from doctor.core.model import Severity
 from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport.launch import LocalLauncher, Process
@@ -229,15 +230,41 @@ def test_every_rank_slow_to_import_torch_is_a_slow_start_that_blames_no_node(tmp
     assert not survivors([r.pid for r in run.ranks if r.pid])
 
 
-def test_one_rank_slow_to_import_torch_is_named(tmp_path) -> None:
+def test_one_rank_slow_to_import_torch_is_a_warning_that_names_it(tmp_path) -> None:
     plan = local_plan(3, deadlines=Deadlines(launch=8, settle=0.5))
     run = run_plan(plan, SlowTorch(slow_torch(tmp_path), {"node3"}))
-    assert run.status == "timeout" and not run.slow_start
+    assert run.status == "timeout" and run.slow_start
     assert [r.rank for r in run.behind()] == [2]
     assert run.sentence(run.ranks[2]) == (
         "rank 2 (node3) started but had not imported torch within 8s"
     )
+    # The others imported torch and waited for it: no rank had tried the rendezvous.
+    assert [r.phase for r in run.ranks[:2]] == ["launch", "launch"]
+    assert all(r.ready_s is not None and r.ready_s < 8 for r in run.ranks[:2])
     facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
     (finding,) = judge(facts)
-    assert (finding.code, finding.nodes) == ("allreduce.timeout", ("node3",))
+    assert (finding.code, finding.severity, finding.nodes) == (
+        "allreduce.slow_start",
+        Severity.WARN,
+        ("node3",),
+    )
+    assert not survivors([r.pid for r in run.ranks if r.pid])
+
+
+def test_rank_zero_slow_to_import_torch_holds_the_others_until_the_launch_deadline(
+    tmp_path: Path,
+) -> None:
+    # Rank 0 holds the rendezvous store: the others must not time out reaching it (the store
+    # FAIL of issue 38) while it imports torch. The launch deadline, not the rendezvous's 1 s,
+    # bounds their wait.
+    plan = local_plan(3, deadlines=Deadlines(launch=8, rendezvous=1, settle=0.5))
+    started = time.monotonic()
+    run = run_plan(plan, SlowTorch(slow_torch(tmp_path), {"node1"}))
+    assert 8 <= time.monotonic() - started < 8 + 2 + 5
+    assert run.status == "timeout" and run.slow_start, run.headline()
+    assert [r.rank for r in run.behind()] == [0]
+    assert not any(r.error for r in run.ranks)
+    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
+    (finding,) = judge(facts)
+    assert (finding.code, finding.nodes) == ("allreduce.slow_start", ("node1",))
     assert not survivors([r.pid for r in run.ranks if r.pid])

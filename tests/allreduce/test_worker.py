@@ -53,6 +53,29 @@ def test_closing_the_lifeline_kills_a_worker_stuck_in_rendezvous() -> None:
         worker.process.kill()
 
 
+def test_a_rank_says_it_is_ready_once_imported_and_meets_no_one_before_the_word() -> None:
+    plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
+    spec = worker_spec(plan, plan.ranks[1])
+    source = worker_source()
+    events: queue.Queue[Event] = queue.Queue()
+    argv = worker_argv(sys.executable, source, spec)
+    worker = start(1, LocalLauncher(), Node("b"), argv, source, events)
+    assert not isinstance(worker, str)
+    try:
+        seen = [events.get(timeout=30).data for _ in range(2)]
+        assert [e and (e["ev"], e.get("phase")) for e in seen] == [
+            ("phase", "launch"),
+            ("ready", None),
+        ]
+        with pytest.raises(queue.Empty):  # no rendezvous before the word, however long
+            events.get(timeout=2)
+        worker.process.send(b'{"master_addr": "127.0.0.1"}\n')
+        after = events.get(timeout=10).data
+        assert after is not None and after["phase"] == "rendezvous"
+    finally:
+        worker.process.kill()
+
+
 def test_rank_zero_reports_the_interface_address_and_port_before_importing_torch() -> None:
     plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
     spec = {**worker_spec(plan, plan.ranks[0]), "report_address": {"iface": "lo", "port": 0}}

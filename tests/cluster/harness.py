@@ -16,7 +16,7 @@ Other builders (testbed.md's scenarios): ``blackhole_between(a, b)`` (only a -> 
 ``hostname_loopback(n)`` (own name -> 127.0.1.1), ``unresolvable_on(n, name)``,
 ``break_listener(n)`` (no peer reaches its TCP listeners),
 ``rename_interface(n, "ens5")``, ``add_docker0()`` (172.17.0.1/16 everywhere),
-``shape(n, "10mbit")`` (tbf both ways), ``set_mtu(n, 1400)``,
+``shape(n, "10mbit")`` (tbf both ways), ``set_mtu(n, 1400)``, ``starve(n, 3)`` (3 % of a CPU),
 ``make_cluster(n, dir, small_shm=("node2",))`` (64 MB /dev/shm), ``bind_mount(n, src, dst)``.
 ``c.node(n).run(argv)`` runs inside a node's namespace; ``c.ssh(n, cmd)`` goes through its sshd.
 ``python -m tests.cluster.harness N DIR`` holds a cluster up until interrupted (benches, by hand).
@@ -135,6 +135,7 @@ class Cluster:
         self.controller_address = f"{self.subnet}.{CONTROLLER_HOST}"
         self.nodes: list[ClusterNode] = []
         self.extra_links: list[str] = []  # root-namespace links a builder added: removed on close
+        self.cgroups: list[Path] = []  # CPU cgroups a builder made (``starve``): removed on close
         self.client_key = workdir / "client_ed25519"
         self.known_hosts = workdir / "known_hosts"
         self.ssh_config = workdir / "ssh_config"
@@ -450,6 +451,27 @@ class Cluster:
         node.run(["tc", "qdisc", "replace", "dev", "eth0", *tbf], check=True)
         sh("tc", "qdisc", "replace", "dev", node.host_veth, *tbf)
 
+    def starve(self, name: str, percent: float) -> None:
+        """The node gets ``percent`` of one CPU: its sshd joins a CPU cgroup with that quota, and
+        every login and process after it inherits the cgroup (an overloaded node, or one whose
+        ``import torch`` crawls). cgroup v1's cpu controller where it is mounted, else v2's."""
+        node = self.node(name)
+        assert node.sshd is not None, f"sshd on {name} is not running"
+        period = 100_000
+        quota = max(1000, int(period * percent / 100))
+        v1 = Path("/sys/fs/cgroup/cpu")
+        group = (v1 if (v1 / "cgroup.procs").exists() else Path("/sys/fs/cgroup")) / (
+            f"{self.prefix}{name}"
+        )
+        group.mkdir(exist_ok=True)
+        self.cgroups.append(group)
+        if (group / "cpu.cfs_quota_us").exists():
+            (group / "cpu.cfs_period_us").write_text(str(period))
+            (group / "cpu.cfs_quota_us").write_text(str(quota))
+        else:
+            (group / "cpu.max").write_text(f"{quota} {period}")
+        (group / "cgroup.procs").write_text(str(node.sshd.pid))
+
     def set_mtu(self, name: str, mtu: int) -> None:
         self.node(name).ns.ip("link", "set", "eth0", "mtu", str(mtu))
 
@@ -472,6 +494,15 @@ class Cluster:
                 node.etc.rmdir()
         for link in self.extra_links:
             sh("ip", "link", "delete", link, check=False)
+        for group in self.cgroups:  # empty now: every process in it was killed above
+            for _ in range(50):
+                try:
+                    group.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # EBUSY until the killed processes are reaped
+                    time.sleep(0.1)
         sh("ip", "link", "delete", self.bridge, check=False)
         with contextlib.suppress(OSError):
             self._lock.unlink()

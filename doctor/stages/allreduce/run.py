@@ -55,7 +55,9 @@ def worker_spec(plan: Plan, rank: Rank) -> dict[str, object]:
         "report_env": list(REPORTED_ENV),
         "rendezvous_timeout_s": plan.deadlines.rendezvous,
         "collective_timeout_s": plan.deadlines.init,
-        "go_within_s": plan.deadlines.launch,
+        # The word comes once every rank has imported torch, within the launch deadline of the
+        # run's start, or the controller ends the run; past this a rank gives up on its own.
+        "go_within_s": 2 * plan.deadlines.launch + GRACE,
         "sweep_budget_s": plan.deadlines.sweep * 0.8 if plan.sizes else plan.sweep_budget,
         "verify_elems": plan.verify_elems,
         "sizes": list(plan.sizes) if plan.sizes else None,
@@ -69,12 +71,14 @@ def run_plan(
     """Start every rank at once, follow their phases, stop at the first deadline or failure.
 
     Rank 0 first says where the rendezvous can listen (its address on ``iface``, whether the
-    port is free) while every rank imports torch; the word to go (or not) goes to all of them.
+    port is free) while every rank imports torch; the word to go (or not) goes to all of them
+    once every rank has imported torch. The launch deadline bounds that whole start, from the
+    run's start; each later phase's deadline starts when the rank enters it, every rank there.
     """
     started = time.monotonic()
     source = worker_source()
     events: queue.Queue[Event] = queue.Queue()
-    states = [RankState(r.rank, r.node.name, entered=started) for r in plan.ranks]
+    states = [RankState(r.rank, r.node.name, entered=started, began=started) for r in plan.ranks]
     workers: dict[int, Worker] = {}
     open_streams: set[int] = set()
     # Ranks whose output ended: a worker that dies at once (no Python on its node) can end
@@ -110,6 +114,7 @@ def run_plan(
 
     status, address, reason, port_taken = "passed", None, "", False
     first_failure: float | None = None
+    said_at: float | None = None  # when the word to go went out
     # In parallel: one slow SSH connect must not hold back the other nodes' ranks.
     pool = ThreadPoolExecutor(max_workers=min(32, len(plan.ranks)))
     try:
@@ -127,10 +132,9 @@ def run_plan(
                     open_streams.discard(event.key)
                     if event.key in workers:
                         states[event.key].exit_code = workers[event.key].process.exit_code()
-            elif event.data.get("ev") == "address" and not word:
+            elif event.data.get("ev") == "address" and address is None:
                 if event.data.get("port_free"):
                     address = event.data.get("addr") or plan.master.address or "127.0.0.1"
-                    say({"master_addr": address})
                 else:
                     status, port_taken = "not_started", True
                     reason = f"port {plan.port} is already in use on {plan.master.name}"
@@ -138,21 +142,17 @@ def run_plan(
             else:
                 states[event.key].apply(event.data, event.at)
             now = time.monotonic()
-            if not word and (states[0].failed or now - started > plan.deadlines.launch + GRACE):
+            if address is None and states[0].failed:
                 status, reason = "not_started", _no_address(states[0], workers.get(0), plan)
                 break
+            if not word and address is not None and all(s.ready for s in states):
+                said_at = now
+                say({"master_addr": address})
             if first_failure is None and any(s.failed for s in states):
                 first_failure = now
             if first_failure is not None and now - first_failure > plan.deadlines.settle:
                 break
-            late = [
-                s
-                for s in states
-                if not s.failed
-                and not s.done
-                and now - s.entered > plan.deadlines.of(s.phase or "launch") + GRACE
-            ]
-            if late:
+            if any(overdue(s, now, started, said_at, plan) for s in states):
                 status = "timeout"
                 break
     except KeyboardInterrupt:
@@ -179,11 +179,27 @@ def run_plan(
     return result
 
 
+def overdue(s: RankState, now: float, started: float, said_at: float | None, plan: Plan) -> bool:
+    """Whether a rank overran its phase's deadline (and the grace to report its own timeout).
+
+    Starting (the process, then ``import torch``) is timed from the run's start: the launch
+    deadline holds for the whole start. A rank that has imported torch waits for the others
+    without a clock of its own until the word to go; each later phase from its entry.
+    """
+    if s.failed or s.done:
+        return False
+    if s.phase in ("", "launch"):
+        if not s.ready:
+            return now - started > plan.deadlines.launch + GRACE
+        return said_at is not None and now - said_at > plan.deadlines.rendezvous + GRACE
+    return now - s.entered > plan.deadlines.of(s.phase) + GRACE
+
+
 def _no_address(rank0: RankState, worker: Worker | None, plan: Plan) -> str:
-    """Why rank 0 never said where the rendezvous can listen."""
+    """Why rank 0 ended before it said where the rendezvous can listen."""
     if rank0.error:
         return rank0.error
     tail = worker.stderr_text().strip().splitlines() if worker else []
     if tail:
         return tail[-1][:300]
-    return f"no answer from {plan.master.name} within {plan.deadlines.launch:g}s"
+    return f"{plan.master.name}'s rank ended before it answered (exit status {rank0.exit_code})"

@@ -3,8 +3,11 @@
 Shipped like the probe: the controller runs ``python -c BOOT <nbytes> <spec-json>`` and writes
 this file's source on stdin, keeping stdin open afterwards. The first line it writes later is the
 word to go, ``{"master_addr": ...}`` (or ``{"abort": ...}``): every rank imports torch while rank 0
-says where the rendezvous can listen (``{"ev": "address"}``, before its own import), so the slow
-import and the rendezvous set-up overlap. After that stdin is a lifeline: when it reaches EOF (the
+says where the rendezvous can listen (``{"ev": "address"}``, before its own import), and says it
+is ready (``{"ev": "ready"}``) once imported. The word comes when every rank is ready, so the
+rendezvous, whose store lives in rank 0, starts with every rank there: its timeouts time the
+network, never a rank still importing torch (a store connect timeout is never a slow start's
+consequence). After that stdin is a lifeline: when it reaches EOF (the
 controller gave up, was interrupted, or its SSH channel died) the worker kills its own process
 group, so no rank is ever left behind on a node. It needs only the standard library and torch,
 and must stay valid on Python 3.8.
@@ -358,6 +361,7 @@ def run_rank(spec, word):
     except Exception as exc:  # ImportError, or a broken torch install
         emit("fail", phase="launch", error="torch is not importable: " + first_line(exc))
         return 1
+    emit("ready")
     if not word.said.wait(spec["go_within_s"]) or "master_addr" not in word.message:
         return 1  # the controller called it off (port taken, no address): it says why
     master_addr = word.message["master_addr"]
