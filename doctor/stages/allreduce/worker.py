@@ -3,14 +3,12 @@
 Shipped like the probe: the controller runs ``python -c BOOT <nbytes> <spec-json>`` and writes
 this file's source on stdin, keeping stdin open afterwards. The first line it writes later is the
 word to go, ``{"master_addr": ...}`` (or ``{"abort": ...}``): every rank imports torch while rank 0
-says where the rendezvous can listen (``{"ev": "address"}``, before its own import), and says it
-is ready (``{"ev": "ready"}``) once imported. The word comes when every rank is ready, so the
-rendezvous, whose store lives in rank 0, starts with every rank there: its timeouts time the
-network, never a rank still importing torch (a store connect timeout is never a slow start's
-consequence). After that stdin is a lifeline: when it reaches EOF (the
-controller gave up, was interrupted, or its SSH channel died) the worker kills its own process
-group, so no rank is ever left behind on a node. It needs only the standard library and torch,
-and must stay valid on Python 3.8.
+says where the rendezvous can listen (``{"ev": "address"}``, before its own import); each says
+``{"ev": "ready"}`` once imported. The word comes when every rank is ready: the rendezvous (its
+store in rank 0) times the network, never a rank still importing torch. After that stdin is a
+lifeline: when it reaches EOF (the controller gave up, was interrupted, or its SSH channel died)
+the worker kills its own process group, so no rank is ever left behind on a node. It needs only
+the standard library and torch, and must stay valid on Python 3.8.
 
 Every step is reported as one JSON line on stdout, so the controller always knows where each
 rank is: ``{"ev": "phase", "phase": ...}`` on entering a phase, ``{"ev": "fail", ...}`` when a
