@@ -61,7 +61,10 @@ class Look:
 
 
 def agent_source() -> bytes:
-    return files("doctor.stages").joinpath("stacks_agent.py").read_bytes()
+    """The agent as one file: the Flight Recorder dump reader it shares with `doctor explain`
+    (doctor/facts/hang/flight_dump.py) first, then the agent, which finds it defined."""
+    shared = files("doctor.facts.hang").joinpath("flight_dump.py").read_bytes()
+    return shared + b"\n" + files("doctor.stages").joinpath("stacks_agent.py").read_bytes()
 
 
 @functools.cache

@@ -15,16 +15,15 @@ Within ``deadline`` seconds:
 3. Each one's stack (``py-spy dump --json``, all at once; with ``twice``, also at the start of
    the ``window``: a stack that moved is progress), then /proc again at the window's end.
 4. The dumps, read as plain values (a pickle naming any global is refused; their bytes are not
-   the job's I/O), and NCCL's RAS (NCCL >= 2.24).
+   the job's I/O: doctor/facts/hang/flight_dump.py, shipped above this file), and NCCL's RAS
+   (NCCL >= 2.24).
 
 It only reads, but for that byte; the dumps the doctor armed (``drop_dumps``) are removed.
 """
 
 import contextlib
-import io
 import json
 import os
-import pickle
 import re
 import shutil
 import socket
@@ -34,6 +33,13 @@ import sys
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+
+# Flight Recorder's dump reader, shared with `doctor explain`: shipped, its source runs above this
+# one (doctor/stages/stacks.py); imported from the tree otherwise (tests, a run as a script).
+if "read_dump" not in globals():
+    if __name__ == "__main__":
+        sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    from doctor.facts.hang.flight_dump import read_dump
 
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 KEPT_VARS = (
@@ -47,8 +53,6 @@ DUMP_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 DEFAULT_DUMP = "/tmp/nccl_trace_rank_"  # torch's default dump stem
 MARK = "CLUSTER_DOCTOR_JOB"
 PYTHON = re.compile(r"(^|/)(python[0-9.]*|pypy[0-9.]*)$")
-FRAMES_KEPT = 24  # Flight Recorder frames per entry, innermost first
-ENTRIES_KEPT = 16  # Flight Recorder entries per process group, the newest
 RAS_PORT = 28028
 
 
@@ -262,41 +266,6 @@ def dump_all(tool, pids, native, until):
         return {pid: job.result() for pid, job in running.items()}
 
 
-class Plain(pickle.Unpickler):
-    """Plain values only: a dump that names any class or function is not read."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError("refused: the dump names %s.%s" % (module, name))
-
-
-def plain(value):
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
-
-
-def trimmed(dump_doc):
-    entries = dump_doc.get("entries") or []
-    by_pg = {}  # type: dict
-    for entry in entries:
-        pg = json.dumps(entry.get("process_group"))
-        by_pg.setdefault(pg, []).append(entry)
-    kept = []
-    for group in by_pg.values():
-        for entry in group[-ENTRIES_KEPT:]:
-            entry = dict(entry)
-            entry["frames"] = (entry.get("frames") or [])[:FRAMES_KEPT]
-            kept.append(entry)
-    out = {k: dump_doc.get(k) for k in ("version", "comm_lib_version", "pg_status", "pg_config")}
-    out["entries"] = kept
-    out["entries_total"] = len(entries)
-    return out
-
-
 def in_root(pid, path):
     """The path as the process sees it (its mount namespace: a container's /tmp)."""
     try:
@@ -359,11 +328,9 @@ def read_dumps(procs, asked, until):
 
 def finish(info, asked, stale=False):
     target, _, drop = asked
-    raw = read(target, binary=True)
     try:
-        doc = plain(Plain(io.BytesIO(raw or b"")).load())
-        info["fr"] = trimmed(doc) if isinstance(doc, dict) else {"error": "not a dump"}
-    except Exception as exc:  # a truncated or foreign file must not cost the other ranks
+        info["fr"] = read_dump(read(target, binary=True) or b"")
+    except ValueError as exc:  # a truncated or foreign file must not cost the other ranks
         info["fr"] = {"error": "unreadable dump %s: %s" % (target, exc)}
     info["fr"]["stale"] = stale
     if drop:

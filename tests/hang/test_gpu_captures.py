@@ -1,10 +1,10 @@
 """The hang verdicts on what a real GPU said: two NCCL ranks on one H200 (tests/fixtures/gpu/h200,
 hang-*), their py-spy stacks, Flight Recorder dumps and RAS answers, as the stacks agent hands
-them over (its own readers turn the dump into plain values). One rank misbehaves in each."""
+them over (doctor/facts/hang/flight_dump.py turns a dump into plain values). One rank misbehaves
+in each."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -13,19 +13,16 @@ import pytest
 
 from checks.hang import hang
 from doctor.facts.cluster import ClusterFacts
+from doctor.facts.hang.flight_dump import read_dump
 from doctor.facts.hang.shape import hang_view
 from doctor.facts.hang.stacks import StacksFacts, parse_node
-from doctor.stages import stacks_agent
 
 H200 = Path(__file__).parents[1] / "fixtures" / "gpu" / "h200"
 PIDS = {"sleep": (935, 936), "op": (1002, 1003), "size": (1074, 1075), "kill": (1144, 1145)}
 
 
 def _flight(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    doc = stacks_agent.plain(stacks_agent.Plain(io.BytesIO(path.read_bytes())).load())
-    return stacks_agent.trimmed(doc)
+    return read_dump(path.read_bytes()) if path.exists() else None
 
 
 def answer(mode: str, ras_form: str = "json") -> dict[str, Any]:
