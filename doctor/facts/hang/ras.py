@@ -38,15 +38,22 @@ class RasView:
     errors: list[tuple[RasRank, str]] = field(default_factory=list)
 
 
-TEXT_COUNT = re.compile(
-    r"Rank (\d+) has (?:launched up to operation (\d+)|not launched any operations)"
-    r".*?process (\d+) on node (\S+)"
-)
 TEXT_HEAD = re.compile(r"different (\w+) operation counts")
-TEXT_MISSING = re.compile(r"^\s*Rank (\d+) -- GPU \d+ managed by process (\d+) on node (\S+)")
-TEXT_ERROR = re.compile(
-    r"Rank (\d+) reported (.+?) -- GPU \d+ managed by process (\d+) on node (\S+)"
+# Ranks that share a value are counted on one line ("3 ranks have launched up to operation 5",
+# "2 ranks reported Remote process error"), then listed "Rank N -- GPU ..." (the outliers, or
+# all in VERBOSE STATUS); a rank alone says its value on its own line. The GPU is "0", "0,1" or
+# "0 (NVML 3)"; RAS may know no process for a rank (src/ras/client_support.cc, NCCL 2.24-2.29).
+TEXT_GROUP = re.compile(
+    r"^\s*\d+ ranks (?:have launched up to operation (?P<count>\d+)|have not launched any "
+    r"operations(?P<none>)|reported (?P<error>.+?)|have status (?P<status>\w+))\s*$"
 )
+TEXT_RANK = re.compile(
+    r"^\s*Rank (?P<rank>\d+) (?:has launched up to operation (?P<count>\d+) |has not launched any "
+    r"operations (?P<none>)|reported (?P<error>.+?) |has status (?P<status>\w+) )?-- "
+    r"(?:GPU .*? managed by process (?P<pid>\d+) on node (?P<host>\S+)|\[process information)"
+)
+TEXT_ERRORS = re.compile(r"\s*(?:Initialization|Asynchronous) errors? on")
+TEXT_MISSING_LIST = re.compile(r"^\s*The missing ranks?: ([\d,]+)")  # NCCL 2.24
 # ncclResult_t, as RAS's JSON gives a rank's asynchronous error.
 NCCL_RESULTS = {
     1: "unhandled CUDA error", 2: "system error", 3: "internal error", 4: "invalid argument",
@@ -103,32 +110,72 @@ def _from_json(doc: dict[str, Any]) -> RasView:
 def _from_text(body: str) -> RasView:
     found = VERSION.search(body)
     view = RasView(found.group(1) if found else "")
-    op, counts, block = "", {}, ""  # type: tuple[str, dict[int, tuple[RasRank, int]], str]
+    counts = _Counts()
+    section = ""  # missing, counts, status, errors: how a "Rank N -- GPU ..." line is read
+    group: re.Match[str] | None = None  # "N ranks ...": what the Rank lines after it share
     for line in body.splitlines():
-        if head := TEXT_HEAD.search(line):
-            _close(view, op, counts)
-            op, counts = head.group(1), {}
-            continue
-        if line.strip().startswith(("Missing communicator data", "INCOMPLETE")):
-            block = "missing"
-        elif line and not line.startswith(" "):
-            block = ""
-        if m := TEXT_COUNT.search(line):
-            who = RasRank(int(m.group(1)), m.group(4), int(m.group(3)))
-            counts[who.rank] = (who, int(m.group(2) or 0))
-        elif (m := TEXT_ERROR.search(line)) is not None:
-            who = RasRank(int(m.group(1)), m.group(4), int(m.group(3)))
-            view.errors.append((who, m.group(2)))
-        elif block == "missing" and (m := TEXT_MISSING.match(line)):
-            who = RasRank(int(m.group(1)), m.group(3), int(m.group(2)))
-            if who not in view.missing:
-                view.missing.append(who)
-    _close(view, op, counts)
+        if line and not line.startswith(" "):  # a heading: Errors, #0-0 (...) MISMATCH, ...
+            counts.close(view)
+            section, group = "", None
+        elif head := TEXT_HEAD.search(line):
+            counts.close(view)
+            counts, section, group = _Counts(head.group(1)), "counts", None
+        elif "Missing communicator data" in line or "different status" in line:
+            counts.close(view)
+            section, group = ("missing" if "Missing" in line else "status"), None
+        elif TEXT_ERRORS.match(line):
+            section, group = "errors", None
+        elif m := TEXT_GROUP.match(line):
+            group = m
+            if m["count"] is not None or m["none"] is not None:
+                counts.top = max(counts.top, int(m["count"] or 0))
+        elif m := TEXT_MISSING_LIST.match(line):
+            for rank in m.group(1).split(","):
+                if rank.isdigit() and all(w.rank != int(rank) for w in view.missing):
+                    view.missing.append(RasRank(int(rank), "?", None))
+        elif m := TEXT_RANK.match(line):
+            _take(view, counts, section, m, group)
+    counts.close(view)
     return view
 
 
-def _close(view: RasView, op: str, counts: dict[int, tuple[RasRank, int]]) -> None:
-    if not op or not counts:
+def _take(
+    view: RasView, counts: _Counts, section: str, m: re.Match[str], group: re.Match[str] | None
+) -> None:
+    """One "Rank N ..." line: its own value, or else its group's, read as its section says."""
+    who = RasRank(int(m["rank"]), m["host"] or "?", int(m["pid"]) if m["pid"] else None)
+    said = m if m["count"] or m["none"] is not None or m["error"] or m["status"] else group
+    if section == "missing" and said is None:
+        if who not in view.missing:
+            view.missing.append(who)
+    elif said is None:
         return
-    most = max(n for _, n in counts.values())
-    view.lags.extend(RasLag(who, op, n, most) for who, n in counts.values() if n < most)
+    elif said["count"] is not None or said["none"] is not None:
+        counts.take(who, int(said["count"] or 0))
+    elif said["error"]:
+        view.errors.append((who, said["error"]))
+    elif said["status"] == "ABORT":
+        view.errors.append((who, "communicator aborted"))
+
+
+@dataclass
+class _Counts:
+    """One operation's counts in a MISMATCH block; ``top`` holds the highest count said, also
+    by a group whose ranks are not listed (the many that agree)."""
+
+    op: str = ""
+    by_rank: dict[int, tuple[RasRank, int]] = field(default_factory=dict)
+    top: int = 0
+
+    def take(self, who: RasRank, count: int) -> None:
+        self.by_rank[who.rank] = (who, count)
+        self.top = max(self.top, count)
+
+    def close(self, view: RasView) -> None:
+        if self.op and self.by_rank:
+            view.lags.extend(
+                RasLag(who, self.op, n, self.top)
+                for who, n in self.by_rank.values()
+                if n < self.top
+            )
+        self.op, self.by_rank = "", {}
