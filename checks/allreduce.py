@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from doctor.core.model import Finding, Fix, Severity
 from doctor.facts.allreduce import AllreduceFacts, RunResult
 from doctor.facts.cluster import ClusterFacts
+from doctor.facts.groups import GroupSearch
 from doctor.nic.choice import NicPlan
 from doctor.plugin import Skip, cluster_check, need
 
@@ -37,6 +38,14 @@ CODES = {
     "allreduce.nccl_iface_mismatch": "NCCL bootstrapped on another interface than predicted",
     "allreduce.nccl_transport_mismatch": "NCCL used another network than predicted (IB/Socket)",
     "allreduce.nccl_nnodes": "NCCL counted a different number of nodes than there are",
+    "allreduce.bad_node": "group testing: every allreduce this node joins fails or hangs, also "
+    "with a node known good",
+    "allreduce.slow_member": "group testing: every allreduce this node joins runs far slower "
+    "than the other groups of its size, also with a node known good",
+    "allreduce.bad_pair": "group testing: two nodes fail together, each passes with the others "
+    "(the path between them)",
+    "allreduce.search_unresolved": "group testing could not pin the failure or slowness on a "
+    "few nodes (a shared cause, or it did not come back)",
 }
 
 
@@ -101,6 +110,8 @@ def allreduce(cluster: ClusterFacts) -> Iterator[Finding]:
         return
     yield from verdict(facts)
     yield from slow_node(facts.runs)
+    if facts.search is not None:
+        yield from culprits(facts.search)
     configured = facts.runs[0]
     if facts.backend == "nccl":
         yield from nccl_choices(configured, predictions(cluster))
@@ -268,6 +279,74 @@ def slow_node(runs: tuple[RunResult, ...]) -> Iterator[Finding]:
             {"gbps": its, "typical_gbps": typical},
         )
         return
+
+
+def culprits(search: GroupSearch) -> Iterator[Finding]:
+    """What group testing pinned (each node, each pair, naming only them), and what it could
+    not; every finding says how many rounds and tests it took, and how long."""
+    how = search.summary()
+    data = {"rounds": search.rounds, "tests": len(search.tests), "seconds": search.seconds}
+    for node in search.bad_nodes:
+        tests = search.involving(node)
+        last = tests[-1]  # its confirmation, with a node known good
+        partner = last.partner or "a node known good"
+        if search.mode == "slow":
+            speed = f"{(last.busbw_gbps or 0) * 8e3:.1f} Mbit/s"
+            ref = f"{(last.reference_gbps or 0) * 8e3:.1f} Mbit/s"
+            yield Finding(
+                "allreduce.slow_member",
+                Severity.FAIL,
+                f"{node} holds every allreduce it joins far below the other groups: {speed} with "
+                f"{partner} (known good), where healthy groups ran at {ref} ({how})",
+                (node,),
+                tuple(t.line() for t in tests),
+                Fix(
+                    f"Check {node}'s NIC speed, cabling and traffic shaping; leave it out of the "
+                    "job until then (doctor run --spares 1).",
+                    (f"ethtool <nic>   # on {node}", f"tc qdisc show   # on {node}"),
+                ),
+                data,
+            )
+        else:
+            yield Finding(
+                "allreduce.bad_node",
+                Severity.FAIL,
+                f"{node} fails every allreduce it joins, also with {partner} (known good): "
+                f"{last.headline or 'failed'} ({how})",
+                (node,),
+                tuple(t.line() for t in tests),
+                Fix(
+                    f"Fix what {node}'s rank hit (the evidence's first failure); leave it out of "
+                    "the job until then (doctor run --spares 1).",
+                    (f"doctor allreduce -H {partner},{node}",),
+                ),
+                data,
+            )
+    for a, b in search.bad_pairs:
+        yield Finding(
+            "allreduce.bad_pair",
+            Severity.FAIL,
+            f"{a} and {b} fail together, each passes with the other nodes: the path between "
+            f"them ({how})",
+            (a, b),
+            tuple(t.line() for t in search.involving(a, b)),
+            Fix(
+                f"Check the route, firewall and MTU between {a} and {b} (both ways).",
+                (f"doctor allreduce -H {a},{b}", f"doctor preflight -H {a},{b}"),
+            ),
+            data,
+        )
+    if search.unresolved:
+        suspects = f"suspects: {','.join(search.suspects)}" if search.suspects else ""
+        yield Finding(
+            "allreduce.search_unresolved",
+            Severity.INFO,
+            f"{how}: {search.unresolved}",
+            (),
+            tuple(filter(None, [suspects, *(t.line() for t in search.tests[:12])])),
+            None,
+            data,
+        )
 
 
 def nccl_choices(run: RunResult, predicted: dict[str, Prediction]) -> Iterator[Finding]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
+from doctor.facts.groups import GroupSearch, stopped
 from doctor.nodes.inventory import Node
 
 if TYPE_CHECKING:
@@ -427,10 +428,11 @@ class AllreduceFacts:
     skipped: str = ""  # why the stage did not run at all (one rank: nothing to reduce across)
     not_started: str = ""  # why the rendezvous could not be set up
     port_taken: bool = False  # not started because the rendezvous port is in use
+    search: GroupSearch | None = None  # group testing, after a failed or slow run on every node
 
     @property
     def interrupted(self) -> bool:
-        return any(r.status == "interrupted" for r in self.runs)
+        return any(r.status == "interrupted" for r in self.runs) or stopped(self.search)
 
     def section(self) -> dict[str, Any]:
         """The ``allreduce`` section of the JSON report."""
@@ -444,4 +446,5 @@ class AllreduceFacts:
             "skipped": self.skipped or None,
             "verified": bool(first and first.verified),
             "runs": [r.to_json() for r in self.runs],
+            "search": self.search.to_json() if self.search else None,
         }

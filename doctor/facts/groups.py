@@ -24,7 +24,8 @@ class GroupTest:
     outcome: str
     seconds: float = 0.0
     busbw_gbps: float | None = None
-    # The fastest group of about its size in its round (slow searches only): what it is held to.
+    # Slow searches: the healthy groups' speed in its round (their median, among the groups of
+    # about its size or larger), what it was held to.
     reference_gbps: float | None = None
     headline: str = ""
     partner: str | None = None  # a confirmation: the node known good it ran with
@@ -42,7 +43,7 @@ class GroupTest:
         if self.busbw_gbps is not None:
             text += f", busbw {self.busbw_gbps * 8e3:.1f} Mbit/s"
             if self.reference_gbps is not None:
-                text += f" (fastest group of its size {self.reference_gbps * 8e3:.1f} Mbit/s)"
+                text += f" (healthy groups {self.reference_gbps * 8e3:.1f} Mbit/s)"
         if self.outcome == "fail" and self.headline:
             text += f": {self.headline}"
         return text
@@ -75,6 +76,7 @@ class GroupSearch:
     bad_pairs: tuple[tuple[str, str], ...] = ()  # positive together, each negative with others
     suspects: tuple[str, ...] = ()  # in a positive group the search could not resolve
     unresolved: str = ""  # why it stopped short of naming every cause ("" when it did not)
+    interrupted: bool = False  # Ctrl-C ended it
 
     @property
     def named(self) -> tuple[str, ...]:
@@ -103,5 +105,11 @@ class GroupSearch:
             "bad_pairs": [list(p) for p in self.bad_pairs],
             "suspects": list(self.suspects),
             "unresolved": self.unresolved or None,
+            "interrupted": self.interrupted,
             "groups": [t.to_json() for t in self.tests],
         }
+
+
+def stopped(search: GroupSearch | None) -> bool:
+    """Whether Ctrl-C ended a search (its report is written, then the run exits 130)."""
+    return search is not None and search.interrupted

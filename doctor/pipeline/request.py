@@ -157,6 +157,14 @@ class AllreduceSettings:
             "loads from a slow shared filesystem).",
         ),
     ] = Deadlines.launch
+    search: Annotated[
+        bool,
+        flag(
+            "--search/--no-search",
+            help="When the allreduce across every node fails, hangs or runs slow, find the "
+            "nodes responsible by group testing (rounds of smaller allreduces).",
+        ),
+    ] = True
     deadlines: Deadlines = field(default_factory=Deadlines)
 
     def __post_init__(self) -> None:

@@ -300,6 +300,7 @@ def job_for(
         recommendation=recommendation,
         recommendation_changes=any(would_change(f, recommendation) for f in facts.values()),
         rendezvous_iface=settings.iface,
+        search=settings.search,
     )
 
 

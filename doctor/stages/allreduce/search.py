@@ -11,24 +11,29 @@ that failed passes on its own, the fault lies between parts: they are tested two
 nodes, so k bad nodes among N take about log2 N rounds and 2k log2 N tests.
 
 A slow search (the allreduce across every node passed, with some links far below the others)
-holds each group to the fastest group of about its size in the same round, so the machine's load
-moves both alike; once some nodes are known good, a control group of them runs beside the
-suspects in every round to be that reference.
+sorts the speeds of a round's groups of about one size and looks for the widest gap between two
+neighbours: the groups below it are slow when it is at least MIN_GAP wide. Healthy groups on a
+loaded machine spread over several times (their tests take milliseconds, a scheduler's stall as
+long), but with no gap that wide between them; a 10 Mbit/s link runs at a hundredth. Once some
+nodes are known good, a control group of them runs beside the suspects in every round, so a
+round has healthy groups to hold its suspects to even when every suspect is slow.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from statistics import median
 
 from doctor.facts.groups import GroupSearch, GroupTest
 
-# A group is slow below this fraction of the fastest group of about its size in its round:
-# a 10 Mbit/s link among veths runs at a hundredth; two healthy groups on a loaded machine
-# differ by less than half (docs/scale.md).
-SLOW_RATIO = 0.25
+# Groups below a gap this wide in their round's speeds are slow. On the 8-node test bed under
+# load, healthy groups of one round spread up to 6.4x (4.3x between neighbours); a group with a
+# 10 Mbit/s link ran 100x below the slowest healthy one (docs/scale.md).
+MIN_GAP = 10.0
 FIRST_PARTS = 4  # halves of halves: two levels of splitting in the first round
 RETRIES = 1  # a group that proved nothing (ranks still starting) is run once more
 
@@ -44,6 +49,10 @@ class Trial:
 
 
 RunRound = Callable[[list[tuple[str, ...]]], Sequence[Trial]]
+
+
+class Stopped(Exception):
+    """Raised by a round's runner to end the search where it is (Ctrl-C); its text says why."""
 
 
 def default_max_bad(n: int) -> int:
@@ -103,6 +112,7 @@ class _Search:
         self.log: list[GroupTest] = []
         self.reasons: list[str] = []
         self.rounds = 0
+        self.stopped = False
 
     # -- what to test ------------------------------------------------------------------------
     def split(self, group: tuple[str, ...], parts: int) -> None:
@@ -153,7 +163,7 @@ class _Search:
     def outcomes(
         self, tests: list[_Test], trials: Sequence[Trial]
     ) -> list[tuple[str, float | None]]:
-        """Each test's outcome, and the speed a slow search held it to."""
+        """Each test's outcome, and (slow searches) the healthy speed it was held to."""
         out: list[tuple[str, float | None]] = []
         for test, trial in zip(tests, trials, strict=True):
             if trial.passed is None:
@@ -163,16 +173,19 @@ class _Search:
             elif self.mode != "slow" or trial.busbw_gbps is None:
                 out.append(("pass", None))
             else:
-                # Groups of about its size or larger: a much smaller one runs faster when
-                # the network is the machine's CPUs, and would make a healthy group look slow.
+                # Groups of about its size or larger: a much smaller one runs faster when the
+                # network is the machine's CPUs, and would make a healthy group look slow.
+                size = len(test.nodes(self.order))
                 peers = [
                     t.busbw_gbps
                     for u, t in zip(tests, trials, strict=True)
                     if t.passed and t.busbw_gbps is not None
-                    and 2 * len(u.nodes(self.order)) >= len(test.nodes(self.order))
+                    and 2 * len(u.nodes(self.order)) >= size
                 ]  # fmt: skip
-                ref = max(peers)
-                out.append(("slow" if trial.busbw_gbps < SLOW_RATIO * ref else "pass", ref))
+                cut = gap(peers)
+                healthy = median([v for v in peers if cut is None or v >= cut])
+                slow = cut is not None and trial.busbw_gbps < cut
+                out.append(("slow" if slow else "pass", healthy))
         return out
 
     def learn(self, test: _Test, outcome: str) -> None:
@@ -258,7 +271,20 @@ class _Search:
             bad_pairs=tuple(self.pairs),
             suspects=self._sorted(suspects),
             unresolved="; ".join(dict.fromkeys(self.reasons)),
+            interrupted=self.stopped,
         )
+
+
+def gap(speeds: Sequence[float]) -> float | None:
+    """The speed above the widest gap between neighbours (sorted), when that gap is at least
+    MIN_GAP wide: what is below it is slow. None: no such gap, every group alike."""
+    ordered = sorted(speeds)
+    widest, cut = 0.0, None
+    for low, high in itertools.pairwise(ordered):
+        ratio = high / low if low > 0 else math.inf
+        if ratio > widest:
+            widest, cut = ratio, high
+    return cut if widest >= MIN_GAP else None
 
 
 def max_rounds(n: int) -> int:
@@ -285,7 +311,13 @@ def search(
         if not tests:
             state.reasons.append("no node known good to confirm the suspects against")
             break
-        trials = run_round([t.nodes(state.order) for t in tests])
+        try:
+            trials = run_round([t.nodes(state.order) for t in tests])
+        except Stopped as stop:
+            state.queue[:0] = [t for t in tests if t.role != "control"]
+            state.reasons.append(str(stop))
+            state.stopped = True
+            break
         state.rounds += 1
         outcomes = state.outcomes(tests, trials)
         for test, trial, (outcome, ref) in zip(tests, trials, outcomes, strict=True):

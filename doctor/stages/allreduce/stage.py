@@ -12,6 +12,7 @@ from doctor.explain.engine import Explanation, Scanner
 from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank, RunResult
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport.launch import Launcher
+from doctor.stages.allreduce.groups import MIN_NODES, find_culprits, search_mode
 from doctor.stages.allreduce.run import run_plan
 
 # Variables whose first name is an interface the rendezvous can use, in order of preference.
@@ -34,6 +35,8 @@ class Job:
     # replay's word): a passing run is tried as recommended only then.
     recommendation_changes: bool = True
     rendezvous_iface: str | None = None
+    # When the run across every node fails, hangs or runs slow: find the nodes by group testing.
+    search: bool = True
 
 
 def iface_hint(job: Job) -> str | None:
@@ -130,8 +133,13 @@ def run_allreduce(job: Job, launcher: Launcher) -> AllreduceFacts:
     if try_recommended(configured, job):
         env: dict[str, str | None] = dict(job.recommendation)
         runs.append(run_plan(replace(plan, env=env), launcher, "as recommended", iface))
-    return replace(
+    facts = replace(
         facts,
         rendezvous=f"{facts.rendezvous} ({configured.address})",
         runs=tuple(with_logs(run, job.backend) for run in runs),
     )
+    mode = search_mode(facts.runs) if job.search else None
+    if mode is not None and len({n.name for n in job.nodes}) >= MIN_NODES:
+        # The settings of the last run tried: what the job would be given.
+        facts = replace(facts, search=find_culprits(runs[-1].plan, launcher, mode, iface))
+    return facts
