@@ -29,6 +29,7 @@ from doctor.job.forward import forward
 from doctor.job.gate import Verdict, judge
 from doctor.job.settings import HangSettings
 from doctor.job.show import blocking, say, show_gate
+from doctor.job.spares import narrowed, spare
 from doctor.job.spread import JobResult, Launch, run_job
 from doctor.job.watch import Watch, armed_env, armed_files, new_mark
 from doctor.judge.registry import load_checks
@@ -181,6 +182,8 @@ def launch(
         runs_with = sys.executable
     else:
         master = report.cluster.master_addr or nodes[0].name
+        if master in verdict.left_out:  # --spares left the rendezvous node out: the first kept
+            master = nodes[0].name
         port = line.master_port or 29500
         say(env_line(verdict, "in each node's environment"))
         say(f"running on {len(nodes)} node(s): {shlex.join(line.argv)}")
@@ -240,6 +243,9 @@ def run_command(
         verdict = judge(report, request.checks, threshold)
         report.sections["run"] = {"command": argv, "launcher": line.tool or None}
         report.sections["run"]["gate_seconds"] = round(time.monotonic() - started, 3)
+        vetted = nodes
+        if settings.spares:
+            verdict, vetted = spare(report, verdict, nodes, settings.spares)
         if not verdict.passed and not settings.force:
             report.sections["run"]["launched"] = False
             return report, verdict, None
@@ -248,6 +254,8 @@ def run_command(
         else:
             say(f"--force: launching past {blocking(verdict)}")
         folder = settings.logs or Path(tempfile.mkdtemp(prefix="doctor-run-"))
+        if verdict.left_out:
+            line, nodes = narrowed(line, nodes, verdict, folder), vetted
         result = launch(
             line, nodes, transport, verdict, report, settings, hang, request.targets.python, folder
         )

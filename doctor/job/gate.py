@@ -10,7 +10,7 @@ else at or above --fail-on stops the launch.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from doctor.core.model import Finding, Severity, Status
 from doctor.facts.allreduce import AllreduceFacts
@@ -31,6 +31,10 @@ class Verdict:
     fixed: list[Finding]
     crashed: list[str]  # checks that crashed: nothing is known, so they stop the launch too
     proven: bool = False  # every node's interface was reached by every peer over TCP
+    # --spares: the nodes left out, each with the codes of the findings that named it, and
+    # those findings (they no longer stop the launch on the nodes kept).
+    left_out: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    spared: list[Finding] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

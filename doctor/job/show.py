@@ -33,13 +33,14 @@ def blocking(verdict: Verdict) -> str:
 
 def show_gate(report: Report, verdict: Verdict) -> None:
     """One line for a gate that lets the job go."""
-    nodes = len(report.cluster.nodes)
+    nodes = len([n for n in report.cluster.nodes if n not in verdict.left_out])
     bits = [f"gate passed on {nodes} node(s)"]
     if verdict.fixed:
         bits.append(
             f"{len(verdict.fixed)} finding(s) fixed by the environment ({_codes(verdict.fixed)})"
         )
-    below = [f for f in report.findings if f not in verdict.fixed and f not in verdict.blocking]
+    judged = (*verdict.fixed, *verdict.blocking, *verdict.spared)
+    below = [f for f in report.findings if f not in judged]
     if below:
         bits.append(
             f"{len(below)} below --fail-on ({_codes(below)}; 'doctor preflight' shows them)"

@@ -233,6 +233,15 @@ class RunSettings:
         float | None,
         flag("--time-limit", min=1.0, help="Seconds the job may run; then every node is ended."),
     ] = None
+    spares: Annotated[
+        int,
+        flag(
+            "--spares",
+            min=0,
+            help="Leave out up to K nodes whose failing findings name only them, and launch on "
+            "the rest (node list, counts and rendezvous computed for them); more: no launch.",
+        ),
+    ] = 0
 
 
 @dataclass(frozen=True)
