@@ -35,8 +35,9 @@ KEYWORDS = ("remainder of ranks", "Missing ranks:", "Stalled ranks:", "Stalled o
 MAX_LINE = 65536
 GAP = 20  # foreign lines a block's lines may have between them (other ranks' output)
 
-PREAMBLE = re.compile(r"submitted to be reduced, gathered or broadcasted by subset of ranks")
-BLOCK_HEAD = re.compile(r"(?:^|[^\w])(?:Missing|Stalled) ranks:\s*$")
+PREAMBLE = "submitted to be reduced, gathered or broadcasted by subset of ranks"
+OPS = "Stalled ops:"
+BLOCK_HEADS = ("Missing ranks:", "Stalled ranks:")
 # "1: [a, b, c, d, e, f ...]"; "2!: [a]". The rank follows any wrapping of the line.
 RANK_LINE = re.compile(r"(?:^|[\s:>\]])(\d{1,8})(!?): \[([^\[\]]*)\]\s*$")
 SHUTDOWN = re.compile(r'One or more rank \(marked by "!"\) is stalled for longer than (\d+)')
@@ -92,13 +93,15 @@ def read_horovod(lines: list[str]) -> list[Absent]:
         if stall is not None and n - stall.last > GAP:
             found += stall.verdicts()
             stall, listing = None, False
-        if PREAMBLE.search(line) or (stall is None and _starts(line)):
+        if stall is None and "ranks:" not in line and PREAMBLE not in line and OPS not in line:
+            continue  # most lines of a log: nothing of Horovod's
+        if PREAMBLE in line or (stall is None and _starts(line)):
             if stall is not None:
                 found += stall.verdicts()
             stall, listing = Stall(n), False
         if stall is None:
             continue
-        if BLOCK_HEAD.search(line):
+        if line.rstrip().endswith(BLOCK_HEADS):
             listing, stall.last = True, n
         elif listing and (m := RANK_LINE.search(line)) is not None:
             rank, body = int(m[1]), m[3]
@@ -119,7 +122,7 @@ def read_horovod(lines: list[str]) -> list[Absent]:
 
 def _starts(line: str) -> bool:
     """A line that begins a warning whose preamble was cut off (a truncated paste)."""
-    return bool(BLOCK_HEAD.search(line) or "[missing ranks:" in line or "Stalled ops:" in line)
+    return line.rstrip().endswith(BLOCK_HEADS) or "[missing ranks:" in line or OPS in line
 
 
 def _ops(line: str, n: int, stall: Stall) -> None:
