@@ -1,0 +1,106 @@
+"""The lines of a pasted stack dump, one tool at a time: thread headers and frames as the tools
+print them, read from their source.
+
+- py-spy 0.4 ``dump`` (src/dump.rs ``write_traces``/``write_trace``, and ``print_traces`` of
+  src/coredump.rs for ``--core``): ``Process PID: CMD``, ``Python vX.Y.Z (EXE)``,
+  ``Parent Process PID: CMD`` (``--subprocesses``), ``Thread TID (idle|active|active+gil):
+  "NAME"`` (``(gil)`` or nothing from a core), frames ``    NAME (FILE:LINE)`` innermost first,
+  ``FILE`` alone where the line is 0 (a native frame: a library or ``?``), ``--locals`` blocks
+  (``Arguments:``/``Locals:`` then ``name: repr``).
+- pystack 1.x (src/pystack/traceback_formatter.py, __main__.py): ``Traceback for thread TID
+  (NAME) [STATUS] (most recent call last):``, ``(Python) File "F", line N, in FUNC`` and ``(C)
+  File "F", line N, in SYMBOL [(inlined)] (LIBRARY)``, outermost first, each Python frame with
+  its source line; a core's ``pid: N ppid: N ...`` and ``executable: X arguments: ARGS``.
+- CPython's faulthandler (Python/traceback.c ``write_thread_id``, ``dump_frame``): ``Current
+  thread 0xHEX [NAME] (most recent call first):`` or ``Thread 0xHEX ...``, threads of one dump
+  separated by an empty line, ``  File "F", line N in FUNC`` innermost first.
+- A Python traceback (``Traceback (most recent call last):``, ``  File "F", line N, in FUNC``,
+  outermost first, source and caret lines between, the exception last).
+
+The peeling layer has taken each line's indentation: nothing here depends on it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.facts.hang.stacks import Frame
+
+PYSPY_PROCESS = re.compile(r"Process (\d+):(?: (.*))?")
+PYSPY_PARENT = re.compile(r"Parent Process (\d+):(?: (.*))?")
+PYSPY_PYTHON = re.compile(r"Python v(\d+\.\d+)\S*(?: \((.*)\))?")
+PYSPY_THREAD = re.compile(
+    r'Thread (0x[0-9A-Fa-f]+|\d+)(?: \((idle|active\+gil|active|gil)\))?(?:: "(.*)")?\s*'
+)
+# NAME (FILE:LINE) or NAME (FILE); the file has no parentheses, the name may (C++ symbols).
+PYSPY_FRAME = re.compile(r"(.+?) \(([^()]*?)(?::(\d+))?\)")
+LOCALS = re.compile(r"(?:Arguments|Locals):")
+LOCAL = re.compile(r"[A-Za-z_]\w*: ")
+
+PYSTACK_THREAD = re.compile(
+    r"Traceback for thread (\d+)(?: \((.*?)\))?(?: \[(.*?)\])? \(most recent call last\):"
+)
+PYSTACK_FRAME = re.compile(r'\((Python|C)\) File "(.*)", line (\d+|\?+), in (.+)')
+PYSTACK_EMPTY = re.compile(r"The frame stack for thread (\d+) is empty")
+PYSTACK_CORE = "Core file information:"
+PYSTACK_PID = re.compile(r"pid: (\d+) ppid: (\d+)")
+PYSTACK_ARGS = re.compile(r"executable: (\S*) arguments: ?(.*)")
+_LIBRARY = re.compile(r"(.*?)(?: \(inlined\))? \(([^()]*)\)")
+
+# Python 3.14 writes the thread's name in brackets after its id (write_thread_name).
+FAULT_THREAD = re.compile(
+    r"(Current thread|Thread) (0x[0-9A-Fa-f]+)(?: \[(.*)\])? \(most recent call first\):"
+)
+FAULT_STACK = "Stack (most recent call first):"  # dump_traceback(all_threads=False)
+FAULT_FRAME = re.compile(r'File (?:"(.*)"|\?\?\?), line (\d+|\?\?\?) in (.+)')
+FAULT_NOTES = ("Garbage-collecting", "<no Python frame>", "<tstate is freed>", "...")
+# What starts a faulthandler dump: a fatal error, dump_traceback_later's timeout.
+FAULT_START = re.compile(r"Fatal Python error: |Timeout \(\d+:\d\d:\d\d\)!")
+
+TRACEBACK = "Traceback (most recent call last):"
+# threading.excepthook (Lib/threading.py): a thread's uncaught exception, its name first.
+THREAD_EXCEPTION = re.compile(r"Exception in thread (.+?)(?: \(.*\))?:")
+TRACEBACK_FRAME = re.compile(r'(?:\| )?File "(.*)", line (\d+), in (.+)')
+CHAINED = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+EXCEPTION = re.compile(
+    r"(?:\| )?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Timeout|StopIteration)"
+    r"(?::.*)?"
+)
+
+# A native frame's file: a shared object, a C/C++/CUDA source, or py-spy's "?" (no symbol).
+_NATIVE_FILE = re.compile(r"\.so(?:\.[\w.]+)?$|\.(?:c|cc|cpp|cxx|h|hpp|cu|cuh|S|s|rs)$|^\?$")
+# What py-spy prints in place of a file where a frame has no line: a module (a path, a soname,
+# an executable: python3.11, python3) or "?".
+_MODULE = re.compile(r"\?|[^\s()]*[./][^\s()]*|(?:python|pypy)[\d.]*")
+
+
+def pyspy_frame(name: str, file: str, line: str | None) -> Frame | None:
+    """A py-spy frame, or None where the line only looks like one: without a line number the
+    file must be a module's, and no function's name holds ": " (a log's "key : value (x)")."""
+    if ": " in name or (line is None and not _MODULE.fullmatch(file)):
+        return None
+    python = not _NATIVE_FILE.search(file) and (line is not None or file.endswith(".py"))
+    return Frame(name, file, int(line) if line else 0, native=not python)
+
+
+def number(text: str) -> int:
+    return int(text) if text.isdigit() else 0
+
+
+def pystack_frame(kind: str, file: str, line: str, rest: str) -> Frame:
+    if kind == "Python":
+        return Frame(rest, file, number(line))
+    m = _LIBRARY.fullmatch(rest)
+    symbol, library = (m.group(1), m.group(2)) if m else (rest, "")
+    return Frame(symbol, library if file.startswith("?") or not file else file, number(line), True)
+
+
+def fault_frame(file: str | None, line: str, name: str) -> Frame:
+    return Frame(name, file or "???", number(line))
+
+
+def thread_id(text: str) -> int:
+    return int(text, 16) if text.lower().startswith("0x") else int(text)
