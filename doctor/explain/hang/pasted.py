@@ -14,6 +14,7 @@ first process below it (and to that process's children), its host to all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ _DUMP_LINES = (
     pf.PYSTACK_THREAD,
     pf.PYSTACK_FRAME,
 )
+_QUOTE = re.compile(r"^(?:>[ \t]?)+")
 GAP = 3  # lines a traceback or pystack frame may have below it (source, carets, locals)
 
 
@@ -95,6 +97,9 @@ class _Reader:
         self.count += 1
         if len(message) > MAX_LINE:
             message = ""  # read as a line that says nothing: it ends a thread
+        if message.startswith(">"):  # quoted in an issue's reply: what the quote holds
+            message, inner = strip_prefixes(_QUOTE.sub("", message))
+            origin = _over(inner, origin)
         text, origin = self._peel(origin, message)
         key = (origin.host, origin.rank, origin.pid, origin.via)
         stream = self.streams.get(key)
@@ -118,14 +123,8 @@ class _Reader:
             self.labels.add(label)
         # The label is the line's, inside whatever the caller knew of the whole paste.
         inner, more = strip_prefixes(rest)
-        if label.isdigit():
-            origin = origin._replace(rank=int(label))
-        else:
-            origin = origin._replace(host=label)
-        return inner, origin._replace(
-            host=origin.host or more.host,
-            rank=more.rank if more.rank is not None else origin.rank,
-        )
+        label_said = Origin(rank=int(label)) if label.isdigit() else Origin(host=label)
+        return inner, _over(more, _over(label_said, origin))
 
     def _line(self, s: _Stream, text: str) -> None:
         if s.json is not None:
@@ -321,6 +320,15 @@ class _Reader:
             self._end_dump(s)
         dumps = sorted(self.dumps, key=lambda d: d.began)
         return processes(dumps, self.rows, self.named, source)
+
+
+def _over(inner: Origin, outer: Origin) -> Origin:
+    """What a wrapping inside the line says, over what the outer one said."""
+    return outer._replace(
+        host=inner.host or outer.host,
+        rank=inner.rank if inner.rank is not None else outer.rank,
+        pid=inner.pid or outer.pid,
+    )
 
 
 def _completed(first: Thread, chained: tuple[Frame, ...]) -> Thread:

@@ -30,6 +30,8 @@ COLUMNS = {
 _HEADER_WORD = re.compile(r"[A-Z%+_:0-9-]+")
 # ps's process state codes and its BSD flags (<, N, L, s, l, +).
 _STATE = re.compile(r"[RSDTtZXIWKP][<NLsl+]*")
+# --forest draws the tree before the command: "\_ ", "|   \_ ".
+_FOREST = re.compile(r"^(?:\|\s+|\\_\s+)+")
 
 
 class Row(NamedTuple):
@@ -79,5 +81,5 @@ def table_row(table: Table, text: str) -> Row | None:
         lwp=int(lwp) if lwp else None,
         state=state[:1],
         wchan="" if wchan == "-" else wchan,
-        argv=tuple(values.get("cmd", "").split()),
+        argv=tuple(_FOREST.sub("", values.get("cmd", ""), count=1).split()),
     )

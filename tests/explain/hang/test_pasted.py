@@ -297,6 +297,28 @@ def test_faulthandler_thread_names() -> None:
     assert rank.threads[0].name == "pt_main_thread" and where(rank) == IN_ALLREDUCE
 
 
+def test_quoted_in_a_reply() -> None:
+    text = "".join(f"> {line}\n" for line in fixture("pdsh_pyspy.txt").splitlines())
+    assert [(p.node, where(p)) for p in read(text)] == [
+        ("node1", IN_ALLREDUCE),
+        ("node2", IN_LOADER),
+    ]
+
+
+def test_ps_forest() -> None:
+    """`ps --forest` draws the tree before the command (captured by hand: a Python process
+    that forked, as a DataLoader does)."""
+    parent, child = read(fixture("ps_forest.txt"))
+    assert (parent.pid, parent.role, child.pid, child.role, child.parent) == (
+        29881,
+        "rank",
+        29942,
+        "child",
+        29881,
+    )
+    assert child.argv[:2] == ("/root/.pyenv/versions/3.11.7/bin/python3", "-c")
+
+
 def test_srun_labels_before_indented_frames() -> None:
     text = "".join(f"3: {line}\n" for line in fixture("pyspy_rank0_allreduce.txt").splitlines())
     (rank,) = read(text)
