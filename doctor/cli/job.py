@@ -20,6 +20,7 @@ from doctor.pipeline.request import (
     RunSettings,
     StageSettings,
 )
+from doctor.render.hostlists import HostLists
 from doctor.render.output import OutputOptions, emit
 
 
@@ -32,6 +33,7 @@ def run_job(
     allreduce: AllreduceSettings,
     settings: RunSettings,
     hang: HangSettings,
+    lists: HostLists,
     launch: Annotated[
         list[str] | None,
         typer.Argument(help="The launch command, after --: torchrun ..., mpirun ..., srun ..."),
@@ -57,7 +59,7 @@ def run_job(
         nics_section=True,
     )
     report, verdict, result = run_command(
-        launch or [], line, request, settings, hang, output.threshold, progress()
+        launch or [], line, request, settings, hang, output.threshold, progress(), lists
     )
     return show_job(report, verdict, result, output)
 

@@ -20,7 +20,8 @@ from doctor.pipeline.request import (
     Request,
     StageSettings,
 )
-from doctor.render.output import OutputOptions, emit
+from doctor.render.hostlists import HostLists
+from doctor.render.output import OutputOptions, emit, ui
 
 
 def preflight(
@@ -30,6 +31,7 @@ def preflight(
     targets: Targets,
     stages: StageSettings,
     allreduce: AllreduceSettings,
+    lists: HostLists,
     prolog: Annotated[
         bool,
         typer.Option(
@@ -56,6 +58,7 @@ def preflight(
             nics_section=True,
         )
         report = run(request, reached)
+    lists.write(report, ui().quiet)
     return emit(report, output)
 
 

@@ -10,7 +10,8 @@ from typing import Any
 from doctor.core.model import Missing, Severity
 
 # The version of every JSON document the doctor writes (a report, `doctor explain --format json`).
-SCHEMA_VERSION = "1.1"  # 1.1: coverage of the sampled stages, the reachability protocol
+# 1.1: coverage of the sampled stages, the reachability protocol; 1.2: each node's own verdict
+SCHEMA_VERSION = "1.2"
 
 
 def jsonable(value: Any) -> Any:

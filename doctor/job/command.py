@@ -46,6 +46,7 @@ from doctor.nodes.transport.launchers import launcher_for
 from doctor.nodes.transport.local import LocalTransport
 from doctor.pipeline.request import Profile, Request, RunSettings, StageSettings
 from doctor.pipeline.steps import Watcher, run_connected
+from doctor.render.hostlists import HostLists
 from doctor.stages.pairs import Sampling
 
 HOLES = ("{node}", "{node_rank}", "{nnodes}", "{master_addr}", "{master_port}")
@@ -233,14 +234,18 @@ def run_command(
     hang: HangSettings,
     threshold: Severity,
     watcher: Watcher,
+    lists: HostLists | None = None,
 ) -> tuple[Report, Verdict, JobResult | None]:
-    """Gate, then (if it passes, or with --force) the job. The report carries both."""
+    """Gate, then (if it passes, or with --force) the job. The report carries both; the host
+    lists are the gate's, written before the job starts."""
     if not argv:
         raise UsageError("run: give the launch command after --, e.g. doctor run -- torchrun ...")
     started = time.monotonic()
     with connect(request.targets) as (nodes, transport):
         report = run_connected(request, nodes, transport, watcher)
         verdict = judge(report, request.checks, threshold)
+        if lists is not None:
+            lists.write(report)
         report.sections["run"] = {"command": argv, "launcher": line.tool or None}
         report.sections["run"]["gate_seconds"] = round(time.monotonic() - started, 3)
         vetted = nodes

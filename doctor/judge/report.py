@@ -16,6 +16,24 @@ from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
 
 
+@dataclass(frozen=True)
+class NodeVerdict:
+    """One node's own verdict: the worst finding that names it (a node the probe could not reach
+    fails, named or not), and the codes of the findings that name it, worst first. A finding
+    that names no node (cluster-wide) counts for none of them."""
+
+    worst: Severity | None
+    codes: tuple[str, ...]
+
+    @property
+    def word(self) -> str:
+        return "pass" if self.worst in (None, Severity.INFO) else str(self.worst)
+
+    @property
+    def failed(self) -> bool:
+        return self.worst is Severity.FAIL
+
+
 @dataclass
 class Report:
     command: str
@@ -57,15 +75,34 @@ class Report:
             return EXIT_FINDINGS
         return EXIT_OK
 
+    def node_verdicts(self) -> dict[str, NodeVerdict]:
+        """Every node's own verdict, in inventory order."""
+        named: dict[str, list[Finding]] = {name: [] for name in self.cluster.names}
+        for f in self.findings:  # worst first
+            for node in dict.fromkeys(f.nodes):
+                if node in named:
+                    named[node].append(f)
+        verdicts = {}
+        for name, found in named.items():
+            codes = [f.code for f in found]
+            worst = max((f.severity for f in found), default=None)
+            failure = self.cluster.failures.get(name)
+            if failure is not None:  # unreachable, even where its check was not selected
+                worst = Severity.FAIL
+                codes = [failure.code, *codes]
+            verdicts[name] = NodeVerdict(worst, tuple(dict.fromkeys(codes)))
+        return verdicts
+
     def to_json(self) -> dict[str, Any]:
         nodes: dict[str, Any] = {}
-        for name in self.cluster.names:
+        for name, verdict in self.node_verdicts().items():
             if name in self.cluster.nodes:
                 nodes[name] = {"status": "ok", "facts": self.cluster.nodes[name].to_json()}
             elif name in self.cluster.failures:
                 nodes[name] = {"status": "failed", "failure": jsonable(self.cluster.failures[name])}
             else:  # answered a stage but was not probed (doctor stacks)
                 nodes[name] = {"status": "ok"}
+            nodes[name].update(verdict=verdict.word, codes=list(verdict.codes))
         doc: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "cluster-doctor", "version": __version__},

@@ -19,7 +19,7 @@ import re
 import socket
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -48,6 +48,9 @@ class Node:
     identity_files: tuple[str, ...] = ()
     known_hosts: tuple[str, ...] = ()
     proxy_jump: str | None = None
+    # The entry as the user wrote it (``node1:8``, ``node1 slots=8``), for lists written back in
+    # the same form (--healthy-hosts); not part of the node's identity.
+    given: str = field(default="", compare=False)
 
     @property
     def local(self) -> bool:
@@ -72,6 +75,7 @@ class _Entry:
     port: int | None
     slots: int | None
     where: str  # "line 3 of hosts.txt", "-H entry 2"
+    given: str = ""  # the entry as written, comments and outer blanks left out
 
 
 # A hostname or an IPv4 address, or an IPv6 address in brackets.
@@ -105,7 +109,7 @@ def _parse_target(text: str, where: str, *, port_field: bool) -> _Entry:
             port = _number(a, "port", where, 1, 65535)
         else:
             slots = _number(a, "slots", where, 1, MAX_SLOTS)
-    return _Entry(host, m["user"], port, slots, where)
+    return _Entry(host, m["user"], port, slots, where, text)
 
 
 def parse_hosts_arg(text: str) -> list[_Entry]:
@@ -142,7 +146,7 @@ def parse_hostfile_text(text: str, source: str) -> list[_Entry]:
                 raise UsageError(f"{where}: cannot read {token!r} (expected slots=N)")
             if m[1] == "slots":
                 slots = _number(m[2], "slots", where, 1, MAX_SLOTS)
-        entries.append(replace(entry, slots=slots))
+        entries.append(replace(entry, slots=slots, given=line))
     if not entries:
         raise UsageError(f"{source}: no hosts in it")
     return entries
@@ -185,7 +189,7 @@ def slurm_entries(env: Mapping[str, str]) -> list[_Entry]:
             )
         slots = list(counts)
     return [
-        _Entry(n, None, None, s, f"SLURM_JOB_NODELIST {n}")
+        _Entry(n, None, None, s, f"SLURM_JOB_NODELIST {n}", n)
         for n, s in zip(names, slots, strict=True)
     ]
 
@@ -267,6 +271,7 @@ def resolve(
                 os.path.expanduser(p) for p in cfg.get("userknownhostsfile", "").split()
             ),
             proxy_jump=cfg.get("proxyjump"),
+            given=entry.given or entry.host,
         )
         target = (node.address or node.name, node.port, node.user)
         if target in seen_target:

@@ -19,9 +19,14 @@ HEAVY = (
     "torch",
     "paramiko",
 )
-# What every command prints with (consoles, its output options, live progress) lives beside the
-# renderers; the renderers themselves are what must not load.
-LIGHT = ("doctor.render", "doctor.render.output", "doctor.render.progress")
+# What every command prints with (consoles, its output options, live progress, the host lists'
+# flags) lives beside the renderers; the renderers themselves are what must not load.
+LIGHT = (
+    "doctor.render",
+    "doctor.render.output",
+    "doctor.render.progress",
+    "doctor.render.hostlists",
+)
 
 
 def loaded_by(argv: list[str], cwd: Path) -> list[str]:
