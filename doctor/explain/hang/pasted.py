@@ -3,10 +3,12 @@ the processes ``doctor stacks`` builds when it looks itself (doctor/facts/hang/s
 model groups both: py-spy dump (text, ``--json``, ``--native``, ``--locals``,
 ``--subprocesses``, ``--core``), pystack (remote, core), faulthandler, Python tracebacks, and
 ``ps``/``top`` tables for the processes' states (the lines: hang/pasted_frames.py,
-pasted_json.py, pasted_ps.py; what users write around them: pasted_headers.py).
+pasted_json.py, pasted_ps.py; what users write around them: pasted_headers.py; from what was
+read to processes: pasted_processes.py).
 
-Lines come unwrapped by the peeling layer, each with its origin; a paste of several hosts mixed
-(pdsh) is read as one stream per origin, each with its own state. Within a stream a process ends
+Lines come unwrapped by the peeling layer, each with its origin (and by pasted_labels.py of what
+it leaves: pdsh's labels, quotes); a paste of several hosts mixed (pdsh) is read as one stream
+per origin, each with its own state. Within a stream a process ends
 where another begins: a header, py-spy's ``Process``, a thread id seen twice, a faulthandler
 thread not preceded by its dump's empty line, a new traceback. A header's rank and pid go to the
 first process below it (and to that process's children), its host to all.
@@ -14,16 +16,16 @@ first process below it (and to that process's children), its host to all.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from doctor.explain.hang import pasted_frames as pf
-from doctor.explain.hang.pasted_headers import LABEL, Said, read_header
+from doctor.explain.hang.pasted_headers import Said, read_header
 from doctor.explain.hang.pasted_json import START, JsonBlock
+from doctor.explain.hang.pasted_labels import Labels
 from doctor.explain.hang.pasted_processes import Dump, Rows, processes
 from doctor.explain.hang.pasted_ps import Table, table_header, table_row
-from doctor.explain.prefix import Origin, strip_prefixes
+from doctor.explain.prefix import Origin
 from doctor.facts.hang.stacks import Frame, JobProcess, Thread, _threads
 
 # At least one of these is in any text read into a process (the caller's cheap pre-filter):
@@ -39,19 +41,7 @@ KEYWORDS = (
     "Core file information",
 )
 MAX_FRAMES = 512  # a thread's, the innermost kept (recursion repeats)
-MAX_LABELS = 4096
 MAX_LINE = 1 << 16  # longer lines are no dump's (a C++ symbol runs to a few thousand)
-# Lines only a dump holds (a label before one is a label).
-_DUMP_LINES = (
-    pf.PYSPY_PROCESS,
-    pf.PYSPY_THREAD,
-    pf.FAULT_THREAD,
-    pf.FAULT_FRAME,
-    pf.TRACEBACK_FRAME,
-    pf.PYSTACK_THREAD,
-    pf.PYSTACK_FRAME,
-)
-_QUOTE = re.compile(r"^(?:>[ \t]?)+")
 GAP = 3  # lines a traceback or pystack frame may have below it (source, carets, locals)
 
 
@@ -87,7 +77,7 @@ class _Stream:
 class _Reader:
     def __init__(self) -> None:
         self.streams: dict[tuple[object, ...], _Stream] = {}
-        self.labels: set[str] = set()
+        self.labels = Labels()
         self.dumps: list[Dump] = []
         self.rows: Rows = []
         self.named: set[tuple[str, int]] = set()
@@ -97,10 +87,7 @@ class _Reader:
         self.count += 1
         if len(message) > MAX_LINE:
             message = ""  # read as a line that says nothing: it ends a thread
-        if message.startswith(">"):  # quoted in an issue's reply: what the quote holds
-            message, inner = strip_prefixes(_QUOTE.sub("", message))
-            origin = _over(inner, origin)
-        text, origin = self._peel(origin, message)
+        text, origin = self.labels.peel(origin, message)
         key = (origin.host, origin.rank, origin.pid, origin.via)
         stream = self.streams.get(key)
         if stream is None:
@@ -109,22 +96,6 @@ class _Reader:
         if "\0" in text:  # a core's psargs, padded with NULs
             text = text.replace("\0", " ")
         self._line(stream, text.strip())
-
-    def _peel(self, origin: Origin, message: str) -> tuple[str, Origin]:
-        """pdsh's ``host: `` and srun's ``N: `` before an indented line, where they stood before
-        a dump's line once (a local variable's ``name: value`` is no label)."""
-        m = LABEL.fullmatch(message.strip())
-        if m is None:
-            return message, origin
-        label, rest = m.groups()
-        if label not in self.labels:
-            if not _stack_line(rest.strip()) or len(self.labels) >= MAX_LABELS:
-                return message, origin
-            self.labels.add(label)
-        # The label is the line's, inside whatever the caller knew of the whole paste.
-        inner, more = strip_prefixes(rest)
-        label_said = Origin(rank=int(label)) if label.isdigit() else Origin(host=label)
-        return inner, _over(more, _over(label_said, origin))
 
     def _line(self, s: _Stream, text: str) -> None:
         if s.json is not None:
@@ -322,15 +293,6 @@ class _Reader:
         return processes(dumps, self.rows, self.named, source)
 
 
-def _over(inner: Origin, outer: Origin) -> Origin:
-    """What a wrapping inside the line says, over what the outer one said."""
-    return outer._replace(
-        host=inner.host or outer.host,
-        rank=inner.rank if inner.rank is not None else outer.rank,
-        pid=inner.pid or outer.pid,
-    )
-
-
 def _completed(first: Thread, chained: tuple[Frame, ...]) -> Thread:
     """A chained traceback shows the frames outside the first one's outermost (the handler's
     caller, up to the module): the first one's stack, completed with them."""
@@ -344,14 +306,6 @@ def _completed(first: Thread, chained: tuple[Frame, ...]) -> Thread:
     if at is None:
         return first
     return Thread(first.name, first.tid, first.active, first.frames + chained[at + 1 :])
-
-
-def _stack_line(text: str) -> bool:
-    """A line only a dump holds (a label before it is a label)."""
-    if any(p.fullmatch(text) for p in _DUMP_LINES) or text == pf.TRACEBACK:
-        return True
-    frame = pf.PYSPY_FRAME.fullmatch(text)
-    return bool(frame and frame.group(3)) or bool(START.fullmatch(text)) or bool(table_header(text))
 
 
 def read_pasted(lines: Iterable[tuple[Origin, str]], source: str) -> list[JobProcess]:

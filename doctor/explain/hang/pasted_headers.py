@@ -4,8 +4,6 @@
   rank 5 ===``, ``--- node2 pid 4242 ---``, ``## rank 3``), a short line ending in a colon
   (``rank 3:``, ``host node2:``), a shell prompt with its command (``[node2] $ py-spy dump --pid
   123``, ``user@node2:~$ pystack remote 123``);
-- pdsh's ``host: `` and srun -l's ``N: `` labels where the peeling layer left them (srun's
-  before an indented line, pdsh's always): a label is taken once it stood before a dump's line;
 - a command line's rank: ``RANK=3``, ``--local_rank=3``/``--local-rank 3``, ``WORLD_SIZE=4``.
 """
 
@@ -62,7 +60,6 @@ _HOST_WORD = re.compile(r"(?i)(?<![\w-])(?:host(?:name)?|node)\s*[=:]?\s+([A-Za-
 _HOST = re.compile(r"[A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9.-]*|\d{1,3}(?:\.\d{1,3}){3}")
 _NOT_HOST = re.compile(r"(?i)(?:rank|pid|ppid|tid|local|world|thread|process|python|pypy|cuda|v)\d")
 _EXTENSION = re.compile(r"\.(?:txt|log|out|err|json|py|md)$")
-LABEL = re.compile(r"([A-Za-z0-9][\w.-]{0,63}): (.*)")
 _ARGV = (
     ("RANK", re.compile(r"(?<!\S)RANK=(\d+)(?!\S)")),
     ("LOCAL_RANK", re.compile(r"(?<!\S)(?:LOCAL_RANK=|--local[_-]rank[= ])(\d+)(?!\S)")),
