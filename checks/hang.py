@@ -52,8 +52,13 @@ def ranks_text(ranks: list[JobProcess] | tuple[JobProcess, ...]) -> str:
 
 
 def group_text(group: Group) -> str:
-    nodes = compact(sorted({r.node for r in group.ranks}))
-    return f"{ranks_text(group.ranks)} ({nodes}): {group.position.describe()}"
+    known = sorted({r.node for r in group.ranks if r.node})
+    nodes = f" ({compact(known)})" if known else ""  # text may not say where ranks ran
+    return f"{ranks_text(group.ranks)}{nodes}: {group.position.describe()}"
+
+
+def _on(nodes: tuple[str, ...] | list[str]) -> str:
+    return f" on {compact(list(nodes))}" if nodes else ""
 
 
 def waited(view: HangView) -> str:
@@ -68,7 +73,7 @@ def waited(view: HangView) -> str:
             verb = "waits" if len(ahead) == 1 else "wait"
             op, most = lags[0].op, lags[0].most
             return f"{ranks_text(ahead)} launched {op} #{most} and {verb} for it (NCCL RAS)"
-    return "no rank waits in a collective"
+    return "no rank waits in a collective" if view.live else ""
 
 
 @cluster_check(
@@ -181,7 +186,7 @@ def _gone(view: HangView) -> Iterator[Finding]:
         yield Finding(
             "hang.rank_gone",
             Severity.FAIL,
-            f"{ranks} gone{where}: {lost[0].why}; {waited(view)}",
+            f"{ranks} gone{where}: {lost[0].why}" + (f"; {w}" if (w := waited(view)) else ""),
             nodes=(node,) if node else (),
             evidence=tuple(g.why for g in lost[1:]),
             fix=Fix(
@@ -208,7 +213,7 @@ def _mismatch(view: HangView) -> Iterator[Finding]:
         "hang.mismatch",
         Severity.FAIL,
         f"ranks called different {what} at the same step ({m.source}): " + "; ".join(sides),
-        nodes=tuple(sorted({r.node for r in odd})),
+        nodes=tuple(sorted({r.node for r in odd if r.node})),
         evidence=tuple(sides),
         fix=Fix(
             "Every rank of a process group must call the same collectives, in the same order, "
@@ -226,22 +231,23 @@ def _outside(view: HangView) -> Iterator[Finding]:
         return
     lines = []
     for odd in view.odd:
-        line = f"{odd.process.label()} at {odd.position.describe()} ({odd.why})"
+        at = f" at {odd.position.describe()}" if odd.position.kind != "unknown" else ""
+        line = f"{odd.process.label()}{at} ({odd.why})"
         if odd.child:
             child, where = odd.child
             line += f"; its worker pid {child.pid} at {where.describe()}"
         lines.append(line)
     odd_ranks = [o.process for o in view.odd]
-    nodes = tuple(sorted({r.node for r in odd_ranks}))
+    nodes = tuple(sorted({r.node for r in odd_ranks if r.node}))
     waiting = sum(len(g.ranks) for g in view.waiting)
     meanwhile = f" while {waiting} wait in {view.waiting[0].position.describe()}" if waiting else ""
     holds = "holds" if len(odd_ranks) == 1 else "hold"
     yield Finding(
         "hang.outside_collective",
         Severity.FAIL,
-        f"{ranks_text(odd_ranks)} on {compact(list(nodes))} {holds} the job{meanwhile}: {lines[0]}",
+        f"{ranks_text(odd_ranks)}{_on(nodes)} {holds} the job{meanwhile}: {lines[0]}",
         nodes=nodes,
-        evidence=(*lines[1:], waited(view)),
+        evidence=tuple(e for e in (*lines[1:], waited(view)) if e),
         fix=Fix(
             "The named rank holds every other rank: look at its line. Usual causes: a DataLoader "
             "worker stuck on I/O or a lock, one rank with fewer batches (an uneven last batch or "
@@ -392,12 +398,13 @@ def _idle(view: HangView) -> Finding:
         "hang.stalled",
         Severity.WARN,
         f"no rank waits in a collective and none moved: {lines[0]}",
-        nodes=tuple(sorted({r.node for g in view.groups for r in g.ranks})),
+        nodes=tuple(sorted({r.node for g in view.groups for r in g.ranks if r.node})),
         evidence=tuple(lines[1:]),
         fix=Fix(
             "Every rank is stuck outside the collectives (a shared filesystem, a lock, a sleep) "
             "or computes in one long call: look at the lines above, and again in a minute."
         ),
+        data=_data(view, []),
     )
 
 

@@ -121,8 +121,13 @@ def _explain_quickly(args: list[str]) -> int | None:
     # The first plain log is mapped and searched from now on, while the reader loads.
     from doctor.explain.mapped import read_ahead
     from doctor.explain.sieve import Sieve
+    from doctor.explain.source import LogReadError, expand
     from doctor.explain.stored import anchors
 
+    try:
+        logs = expand(logs)
+    except LogReadError:
+        return None  # the full command line says what is wrong
     ahead = read_ahead(logs, Sieve((), anchors()))
     from doctor.render.explain import show_explanation
 

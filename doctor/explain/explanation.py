@@ -12,6 +12,7 @@ from doctor.core.model import Finding, Fix, Severity
 from doctor.explain.catalogue import Signature
 from doctor.explain.nccl_log import NcclLog
 from doctor.explain.prefix import Origin
+from doctor.facts.hang.stacks import StacksFacts
 
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 300
@@ -67,6 +68,10 @@ class Explanation:
     # Files whose first line no prefix starts while the lines after it are started by one: an
     # excerpt that begins mid-line (looks_cut).
     cut_first: set[str] = field(default_factory=set)
+    # A hung job's evidence read from the logs (doctor/explain/hang/written.py): the facts the
+    # live look builds, judged by checks/hang.py; and the logs that gave it.
+    hang: StacksFacts | None = None
+    hang_sources: list[str] = field(default_factory=list)
 
     def cut_first_line(self, hit: Hit) -> bool:
         """Whether a hit rests on its file's first line alone, and that line looks cut: the
@@ -151,8 +156,8 @@ def to_finding(
     sig = hit.signature
     summary = sig.summary.format_map(_fields(hit))
     where = hit.origin.label()
-    if where:
-        summary += f" [{where}]"
+    if where:  # a consequence's printer only reported it: never named as its cause
+        summary += f" [reported by {where}]" if sig.secondary else f" [{where}]"
     if cut:
         summary += " (on the excerpt's first line alone, which looks cut: its start is not shown)"
     fix = Fix(sig.fix.text, sig.fix.commands)
@@ -174,8 +179,8 @@ def to_finding(
         "source": sig.source,
         "secondary": sig.secondary,
     }
-    if hit.ranks:
-        data["ranks"] = sorted(hit.ranks)
+    if hit.ranks:  # the findings' contract: "ranks" are causes, "reported" only printed it
+        data["reported" if sig.secondary else "ranks"] = sorted(hit.ranks)
     if hit.origin.time is not None:
         data["time"] = hit.origin.time
     if sig.identity and shared:

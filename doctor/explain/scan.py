@@ -7,7 +7,8 @@ import io
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 
 from doctor.explain.engine import Explanation, Scanner
 from doctor.explain.mapped import Mapped, scan_mapped
@@ -21,6 +22,13 @@ HEAD = 16 << 20  # bytes read here first, to see what the rest would cost
 # not wall time: on a busy machine the head takes longer to read, not more work, and processes
 # started for it there doubled the CPU `doctor explain` of a 200 MB log used.
 WORTH_PROCESSES = 0.4
+# A hung job's evidence (watchdog lines, pasted stacks, the tools' reports) is read from every log
+# this small, and from the last HANG_TAIL bytes of a larger one where a hang was seen in the logs
+# (a job that hung left it at its end; its watchdog lines only, found by str.find). A large log
+# without a hang costs nothing more.
+HANG_SMALL = 8 << 20
+HANG_TAIL = 4 << 20
+HANG_SIGNS = ("torch.nccl.", "gloo.op_timeout", "horovod.", "torch.store.wait_timeout")
 
 
 def explain(
@@ -29,27 +37,106 @@ def explain(
     parallel_from: int = PARALLEL_FROM,
     ahead: dict[str, Mapped] | None = None,
     worth: float = WORTH_PROCESSES,
+    hosts: dict[str, str] | None = None,
 ) -> Explanation:
     """Scan every named log (``-`` is stdin); a plain file of ``parallel_from`` bytes or more is
     scanned in parts on every CPU where its head shows the rest would take ``worth`` seconds or
     more here. ``ahead``: files mapped and searched already (read_ahead), by a sieve over the
-    same anchors (else searched again).
+    same anchors (else searched again). ``hosts``: the node each log is the output of, where
+    the caller knows (doctor run), for a hang's evidence whose lines do not say.
 
     A log that cannot be opened raises LogReadError; one that breaks part-way (a truncated
     gzip) keeps what was read and is noted in ``errors``.
     """
     scanner = scanner or Scanner()
+    names = list(names)
+    tails: dict[str, tuple[bytes, bool]] = {}
     try:
         for name in names:
-            _one(scanner, name, ahead or {}, parallel_from, worth)
+            _one(scanner, name, ahead or {}, parallel_from, worth, tails)
     finally:
         for left in (ahead or {}).values():  # named twice, not reached, or an error: free it
             left.close()
+    _hang(scanner.result, names, tails, hosts or {})
     return scanner.result
 
 
+def _hang(
+    result: Explanation,
+    names: list[str],
+    tails: dict[str, tuple[bytes, bool]],
+    hosts: dict[str, str],
+) -> None:
+    """Read the hang evidence of the logs (doctor/explain/hang/written.py) into ``result.hang``:
+    a small log whole, a large one's tail where a hang was seen in the logs."""
+    hung = any(h.signature.code.startswith(HANG_SIGNS) for h in result.hits.values())
+    read: dict[str, tuple[bytes, bool]] = {}
+    for name in dict.fromkeys(names):
+        if name not in tails and not hung and _size(name) > HANG_SMALL:
+            continue  # a large log without a hang: not read again
+        data, whole = tails[name] if name in tails else _tail(name)
+        if data and (whole or hung):
+            read[name] = (data, whole)
+    if not read:
+        return
+    from doctor.explain.hang.written import Written, file_ranks  # only where a hang may be
+
+    written = Written()
+    ranks = file_ranks(n for n in read if n != "-")
+    for name, (data, whole) in read.items():
+        written.read(name, data, ranks.get(name), hosts.get(name, ""), stacks=whole)
+    held: dict[int, set[str]] = {}
+    for host, pid in result.nccl.processes:
+        if host and pid:
+            held.setdefault(pid, set()).add(host)
+    result.hang = written.facts({pid: h.pop() for pid, h in held.items() if len(h) == 1})
+    result.hang_sources = written.sources
+
+
+def _size(name: str) -> int:
+    try:
+        return os.stat(name).st_size
+    except OSError:
+        return 0
+
+
+def _tail(name: str) -> tuple[bytes, bool]:
+    """A plain file whole where it is small, else its last HANG_TAIL bytes from a line's start;
+    and whether that is the whole file. (A gzip log and stdin were kept as they were read.)"""
+    try:
+        with open(name, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return b"", False
+            if info.st_size <= HANG_SMALL:
+                return f.read(HANG_SMALL), True
+            f.seek(info.st_size - HANG_TAIL)
+            f.readline()
+            return f.read(HANG_TAIL), False
+    except OSError:
+        return b"", False
+
+
+def _kept(blocks: Iterator[bytes], into: deque[bytes], whole: list[bool]) -> Iterator[bytes]:
+    """Pass blocks on, keeping the last HANG_SMALL bytes of them at least (stdin cannot be read
+    twice); ``whole`` says whether nothing was let go."""
+    held = 0
+    for block in blocks:
+        into.append(block)
+        held += len(block)
+        while held - len(into[0]) >= HANG_SMALL:
+            held -= len(into.popleft())
+            whole[0] = False
+        yield block
+
+
 def _one(
-    scanner: Scanner, name: str, ahead: dict[str, Mapped], parallel_from: int, worth: float
+    scanner: Scanner,
+    name: str,
+    ahead: dict[str, Mapped],
+    parallel_from: int,
+    worth: float,
+    tails: dict[str, tuple[bytes, bool]],
 ) -> None:
     stream = open_log(name)
     scanner.result.sources.append(name)
@@ -66,8 +153,14 @@ def _one(
                 _plain(scanner, mapped, info.st_size, parallel_from, worth)
                 return
         line_no = 1
-        for block, anchored in Ahead(iter_blocks(stream, name), scanner.sieve, searchers()):
-            line_no += scanner.feed_block(block, name, line_no, anchored)
+        kept: deque[bytes] = deque()
+        whole = [True]
+        blocks = _kept(iter_blocks(stream, name), kept, whole)
+        try:
+            for block, anchored in Ahead(blocks, scanner.sieve, searchers()):
+                line_no += scanner.feed_block(block, name, line_no, anchored)
+        finally:
+            tails[name] = (b"".join(kept), whole[0])
     except LogReadError as exc:
         scanner.result.errors.append(str(exc))
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import sys
 import zlib
 from collections.abc import Iterator
@@ -16,8 +17,30 @@ MAX_LINE = 64 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+MAX_FILES = 10000  # files read from the folders named: a job's logs, not a whole file system
+
+
 class LogReadError(Exception):
     """A log could not be opened or read; the message names it."""
+
+
+def expand(names: list[str]) -> list[str]:
+    """The files to read: each name as given, a folder as every file under it (the per-rank files
+    of torchrun --log-dir, Slurm's %t outputs, one file per node), hidden ones left out, in order
+    of their paths."""
+    out: list[str] = []
+    for name in names:
+        if name == "-" or not os.path.isdir(name):
+            out.append(name)
+            continue
+        found: list[str] = []
+        for top, folders, files in os.walk(name):
+            folders[:] = sorted(f for f in folders if not f.startswith("."))
+            found.extend(os.path.join(top, f) for f in files if not f.startswith("."))
+            if len(found) > MAX_FILES:
+                raise LogReadError(f"{name}: more than {MAX_FILES} files; name the job's logs")
+        out.extend(sorted(found))
+    return out
 
 
 def open_log(name: str) -> BinaryIO:

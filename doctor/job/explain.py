@@ -16,6 +16,7 @@ from doctor.explain.catalogue import catalogue
 from doctor.explain.engine import findings
 from doctor.explain.scan import explain
 from doctor.job.spread import JobResult, NodeRun
+from doctor.render.explain import hang_findings
 
 # A Python traceback's head, and its last line: the exception's name and message. Launcher
 # prefixes ([rank1]:, [node2]) are allowed in front of both.
@@ -58,6 +59,9 @@ def job_explanation(result: JobResult, owners: dict[str, str]) -> dict[str, Any]
                 finding.code, {**jsonable(finding), "summary": summary, "nodes": []}
             )
             entry["nodes"].append(run.name)
+    # The hang every node's output shows together (watchdog lines, the rank behind): first.
+    logs = {str(r.log): r.name for r in result.runs if r.log.is_file()}
+    hung = hang_findings(explain(list(logs), hosts=logs)) if logs else []
     # A cause before its consequences (a lost peer, workers stopped: the catalogue's secondary
     # ones), then the node that failed first.
     order = {r.name: i for i, r in enumerate(failed)}
@@ -70,5 +74,5 @@ def job_explanation(result: JobResult, owners: dict[str, str]) -> dict[str, Any]
         "failed": [
             {"node": r.name, "exit_code": r.code, "error": r.error or raised(r)} for r in failed
         ],
-        "findings": known,
+        "findings": [jsonable(f) for f in hung] + known,
     }

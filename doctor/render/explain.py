@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from doctor import __version__
@@ -12,7 +13,7 @@ from doctor.core.errors import UsageError
 from doctor.core.jsonable import SCHEMA_VERSION, jsonable
 from doctor.core.model import Finding, Severity
 from doctor.explain.engine import Explanation, context, findings
-from doctor.explain.source import LogReadError
+from doctor.explain.source import LogReadError, expand
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,9 +27,24 @@ _STYLE = {Severity.FAIL: "bold red", Severity.WARN: "yellow", Severity.INFO: "cy
 NO_SIGNATURE = "no known signature"
 
 
+def hang_findings(result: Explanation) -> list[Finding]:
+    """What the hung job's text says of the hang, judged as the live look is (checks/hang.py)."""
+    if result.hang is None:
+        return []
+    from checks.hang import verdict
+
+    return [replace(f, check="hang") for f in verdict(result.hang)]
+
+
+def all_findings(result: Explanation) -> list[Finding]:
+    """The hang's verdict first (it names the rank behind), then every signature seen, in the
+    order things happened."""
+    return hang_findings(result) + findings(result)
+
+
 def explain_json(result: Explanation) -> dict[str, Any]:
     """The JSON document: the report's envelope with findings and context."""
-    found = findings(result)
+    found = all_findings(result)
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "cluster-doctor", "version": __version__},
@@ -50,6 +66,13 @@ def _finding_lines(index: int, f: Finding) -> list[Text]:
     head = Text(f"{index:>2}. ")
     head.append(f"{str(f.severity).upper():<4}", style=_STYLE[f.severity])
     head.append(f" {f.summary}")
+    if f.check == "hang":  # judged by checks/hang.py: its evidence and fix, no signature
+        out = [head, Text(f"      {f.code}", style="dim")]
+        out.extend(Text(f"      seen: {e}", style="dim") for e in f.evidence)
+        if f.fix is not None:
+            out.append(Text(f"      fix: {f.fix.text}", style="green"))
+            out.extend(Text(f"        $ {c}", style="green") for c in f.fix.commands)
+        return out
     out = [
         head,
         Text(
@@ -127,15 +150,27 @@ def nccl_lines(nccl: dict[str, Any]) -> list[Text]:
     return out
 
 
+def _few(names: list[str], shown: int = 4) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def render_explain_text(result: Explanation, console: Console) -> None:
     from rich.text import Text
 
     doc = context(result)
     for line in _context_lines(doc):
         console.print(line)
+    hung = hang_findings(result)
+    if hung:
+        console.print(Text(f"\nThe hang, from {_few(result.hang_sources)}:", style="bold"))
+        for index, f in enumerate(hung, 1):
+            for line in _finding_lines(index, f):
+                console.print(line)
     found = findings(result)
     if not found:
-        console.print(Text(f"{NO_SIGNATURE} in these logs.", style="bold"))
+        if not hung:
+            console.print(Text(f"{NO_SIGNATURE} in these logs.", style="bold"))
         return
     first = doc["first_error"]
     console.print(
@@ -145,7 +180,7 @@ def render_explain_text(result: Explanation, console: Console) -> None:
             style="bold",
         )
     )
-    for index, f in enumerate(found, 1):
+    for index, f in enumerate(found, len(hung) + 1):
         for line in _finding_lines(index, f):
             console.print(line)
 
@@ -163,7 +198,7 @@ def show_explanation(
     if not logs and sys.stdin.isatty():
         raise UsageError("explain: name log files, or pipe a log into 'doctor explain -'")
     try:
-        result = explain(logs or ["-"], ahead=ahead)
+        result = explain(expand(logs or ["-"]), ahead=ahead)
     except LogReadError as exc:
         raise UsageError(str(exc)) from None
     for problem in result.errors:

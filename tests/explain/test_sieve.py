@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ CORPUS = [line for p in sorted(LOGS.glob("*/*.log")) for line in body(p).split(b
 
 
 def said(result: Explanation) -> dict[str, Any]:
-    """The report, less when it was made and the file names it read (first_seen, evidence)."""
-    doc = explain_json(result)
+    """The report, less when it was made and the file names it read (first_seen, evidence), and
+    less the hang's evidence, read after the scan from the file itself (however it was read)."""
+    doc = explain_json(replace(result, hang=None, hang_sources=[]))
     del doc["created"]
     sources = doc["context"].pop("sources")
     text = json.dumps(doc)

@@ -263,7 +263,9 @@ def test_consequence_points_at_the_rank_that_failed_first() -> None:
     assert first.origin.rank == 1 and first.origin.host == "gpu-b"
     closed = next(f for f in findings(result) if f.code == "nccl.socket.peer_closed")
     assert "first failure: nccl.shm.full on rank 1, gpu-b" in closed.summary
-    assert closed.data["ranks"] == [0]
+    # rank 0 only reported its peer's exit: never named as the cause
+    assert closed.data["reported"] == [0] and "ranks" not in closed.data
+    assert "[reported by rank 0, gpu-a pid 5001]" in closed.summary
 
 
 def test_first_error_prefers_the_specific_over_the_generic() -> None:
@@ -282,8 +284,9 @@ def test_summaries_fill_in_what_the_line_said() -> None:
     assert all(f.severity is Severity.FAIL for f in findings(scan(LOGS / "format/nccl-ib.log")))
 
 
-def test_horovod_rank_tag_names_the_rank() -> None:
+def test_horovod_rank_tag_names_the_rank_that_reported() -> None:
+    """Horovod's shutdown is a consequence: the rank whose tag it carries only reported it."""
     shut = next(
         f for f in findings(scan(LOGS / "format/horovod.log")) if f.code == "horovod.shut_down"
     )
-    assert shut.data["ranks"] == [1]
+    assert shut.data["reported"] == [1] and "ranks" not in shut.data

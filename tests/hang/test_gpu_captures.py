@@ -61,7 +61,7 @@ def test_a_sleeping_rank_is_named_by_flight_recorder_and_ras(ras_form: str) -> N
     assert view.shape() == "outside"
     (odd,) = view.odd
     assert odd.process.rank == 1 and "job.py:71" in odd.position.describe()
-    assert "#3, the others #4 (Flight Recorder)" in odd.why
+    assert "up to collective #3, the others wait in #4 (Flight Recorder)" in odd.why
     assert "launched 3 AllReduce operations, the others up to 4 (NCCL RAS)" in odd.why
     (waiting,) = view.waiting
     assert [r.rank for r in waiting.ranks] == [0] and waiting.position.op == "all_reduce"

@@ -53,7 +53,7 @@ def test_a_rank_that_queued_less_far_ahead_is_not_behind() -> None:
     )
     view = hang_view(facts, "job")
     assert [o.process.rank for o in view.odd] == [3]
-    assert "enqueued up to collective #99, the others wait in #100" in view.odd[0].why
+    assert "enqueued up to collective #99, the others wait in #100 (Flight" in view.odd[0].why
     (found,) = [f for f in verdict(facts) if f.code == "hang.outside_collective"]
     assert found.data["ranks"] == [3] and found.data["reported"] == [0, 1, 2]
 

@@ -200,11 +200,11 @@ def _odd(
     for lag in flight.lags:
         p = lag.process
         where = positions.get(who(p), Position("unknown"))
+        group = f" of process group {lag.group}" if lag.group not in ("", "0") else ""
+        told = str((p.flight or {}).get("told_by") or "Flight Recorder")
         why = (
-            f"enqueued up to collective #{lag.enqueued}, the others #{lag.others} (Flight Recorder)"
-            if stacks.live
-            else f"enqueued up to collective #{lag.enqueued}, the others wait in #{lag.others}"
-            + (f" of process group {lag.group}" if lag.group else "")
+            f"enqueued up to collective #{lag.enqueued}, the others wait in #{lag.others}{group} "
+            f"({told})"
         )
         _add(found, Odd(p, where, why, _child(stacks, p)))
     for behind in ras.lags if ras else []:
@@ -280,7 +280,8 @@ def _ras_mismatch(ranks: list[JobProcess], ras: RasView | None) -> Sides | None:
         f"{op} #{most[op]} (NCCL RAS)": tuple(r for r in ranks if r.rank in numbers - late)
         for op, late in behind.items()
     }
-    return Sides("op", {k: v for k, v in sides.items() if v}, "NCCL RAS")
+    sides = {k: v for k, v in sides.items() if v}
+    return Sides("op", sides, "NCCL RAS") if len(sides) > 1 else None
 
 
 def _gone(
@@ -313,7 +314,8 @@ def _gone(
     for lost in ras.missing if ras else []:
         if lost.rank in numbers:
             continue
-        where = f"process {lost.pid} on {lost.host}" if lost.pid else lost.host
+        host = lost.host if lost.host not in ("", "?") else ""
+        where = f"process {lost.pid} on {host}" if lost.pid and host else host
         # RAS names a node by the address its ranks bootstrapped on (a loopback one: the node
         # the look ran on, when it ran on one only).
         here = lost.host.startswith("127.") and len(stacks.nodes) == 1
@@ -325,5 +327,6 @@ def _gone(
             or (next(iter(stacks.nodes)) if here else None)
         )
         why = f"{known.why}; " if known else ""
-        out[lost.rank] = Gone(lost.rank, node, f"{why}NCCL RAS lost it ({where})")
+        told = f" ({where})" if where else ""
+        out[lost.rank] = Gone(lost.rank, node, f"{why}NCCL RAS lost it{told}")
     return list(out.values()), world

@@ -1,0 +1,303 @@
+"""What a hung job left behind, read into the facts the live look builds (doctor/facts/hang/), so
+one model (facts/hang/shape.py) and one judge (checks/hang.py) name the rank that held the job,
+whether the doctor looked at the ranks itself or reads their text afterwards.
+
+- every rank's watchdog lines (hang/watchdog.py) become that rank's Flight Recorder status: the
+  work that timed out is the collective it waits in, with its op and size, and "last enqueued /
+  last completed" are its ``pg_status``; Flight Recorder's own dump files are read as they are;
+- pasted stacks and process tables (hang/pasted.py) become the ranks' threads and states;
+- the tools' verdicts (hang/verdicts.py): NCCL RAS's report is the RAS answer the stacks agent
+  brings back; torchfrtrace's and Horovod's missing ranks are ``Told``.
+
+A rank's number comes from its lines (``[rank3]:``, ``[Rank 3]``), else from its file's name
+(file_ranks: torchrun --log-dir, Slurm's %t, rank3.log, fr_3).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import PurePath
+from typing import Any
+
+from doctor.explain.hang.pasted import KEYWORDS as PASTED_KEYWORDS
+from doctor.explain.hang.pasted import read_pasted
+from doctor.explain.hang.verdicts import KEYWORDS as VERDICT_KEYWORDS
+from doctor.explain.hang.verdicts import (
+    find_ras,
+    read_flight_dump,
+    read_frtrace,
+    read_horovod,
+)
+from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
+from doctor.explain.hang.watchdog import WatchdogLine, read_watchdog
+
+from doctor.explain.prefix import Origin, strip_prefixes
+from doctor.facts.hang.stacks import JobProcess, NodeStacks, StacksFacts, Told
+
+# A file's rank in its name: rank3.log, rank_3, rank-3, proc3, task3, worker3, fr_3,
+# nccl_trace_rank_3; torchrun --log-dir's <run>/attempt_0/<local rank>/stdout.log is a local one.
+NAMED_RANK = re.compile(
+    r"(?:^|[^a-z])(?:rank|proc|task|worker|fr|trace)[-_.]?(\d{1,6})(?!\d)", re.IGNORECASE
+)
+LOG_DIR_RANK = re.compile(r"attempt_\d+/(\d{1,6})/(?:stdout|stderr|error)\.(?:log|json)$")
+OPS = {  # ProcessGroupNCCL's OpType, as Flight Recorder names the collective
+    "ALLREDUCE": "all_reduce",
+    "BROADCAST": "broadcast",
+    "REDUCE": "reduce",
+    "ALLGATHER": "all_gather",
+    "_ALLGATHER_BASE": "all_gather",
+    "ALLGATHER_COALESCED": "all_gather",
+    "GATHER": "gather",
+    "SCATTER": "scatter",
+    "REDUCE_SCATTER": "reduce_scatter",
+    "_REDUCE_SCATTER_BASE": "reduce_scatter",
+    "ALLTOALL_BASE": "all_to_all",
+    "ALLTOALL": "all_to_all",
+    "BARRIER": "barrier",
+    "SEND": "send",
+    "RECV": "recv",
+    "COALESCED": "coalesced",
+}
+
+
+def file_ranks(names: Iterable[str]) -> dict[str, int]:
+    """Ranks told by file names: a name that says it (rank3.log), torchrun's log folder, or
+    files whose names differ in one number only (Slurm's out_%t.log: out_0.log, out_1.log)."""
+    names = list(names)
+    found: dict[str, int] = {}
+    for name in names:
+        m = LOG_DIR_RANK.search(name.replace("\\", "/")) or NAMED_RANK.search(PurePath(name).name)
+        if m:
+            found[name] = int(m.group(1))
+    shapes: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    for name in names:
+        if name in found:
+            continue
+        parts = re.split(r"(\d+)", PurePath(name).name)
+        numbers = [i for i in range(1, len(parts), 2)]
+        for i in numbers:  # one number that varies while the rest of the name stays
+            shape = (str(PurePath(name).parent), *parts[:i], "#", *parts[i + 1 :])
+            shapes.setdefault(shape, []).append((name, int(parts[i])))
+    for members in shapes.values():
+        values = [n for _, n in members]
+        if len(members) > 1 and len(set(values)) == len(values):
+            for name, number in members:
+                found.setdefault(name, number)
+    return found
+
+
+@dataclass
+class _Group:
+    """What one rank's watchdog said of one process group."""
+
+    name: str = ""
+    seq: int | None = None
+    op: str | None = None
+    numel: tuple[int | None, int | None] = (None, None)
+    enqueued: int | None = None
+    completed: int | None = None
+
+
+@dataclass
+class _Rank:
+    rank: int | None
+    host: str = ""
+    pid: int = 0
+    groups: dict[str, _Group] = field(default_factory=dict)
+
+    def take(self, line: WatchdogLine) -> None:
+        self.host = self.host or line.host or ""
+        self.pid = self.pid or line.pid or 0
+        group = self.groups.setdefault(line.group or "", _Group())
+        group.name = group.name or line.group_name or ""
+        if line.seq is not None and line.kind in ("timeout", "failure", "timeout_at"):
+            group.seq = line.seq if group.seq is None else min(group.seq, line.seq)
+        group.op = group.op or line.op
+        if line.numel_in is not None or line.numel_out is not None:
+            group.numel = (line.numel_in, line.numel_out)
+        if line.enqueued is not None:
+            group.enqueued = line.enqueued
+        if line.completed is not None:
+            group.completed = line.completed
+
+    def flight(self, only: str | None) -> dict[str, Any]:
+        """Flight Recorder's dump as the watchdog's lines tell it (doctor/facts/hang/flight.py
+        reads it): the status per group, and the collective that timed out."""
+        status: dict[str, dict[str, int]] = {}
+        entries = []
+        for key, g in self.groups.items():
+            name = key or (only or "")
+            mine = status.setdefault(name, {})
+            if g.enqueued is not None:
+                mine["last_enqueued_collective"] = g.enqueued
+            if g.completed is not None:
+                mine["last_completed_collective"] = g.completed
+            elif g.seq is not None:  # the watchdog times out the oldest work not completed
+                mine["last_completed_collective"] = g.seq - 1
+            if g.seq is None or (g.enqueued is not None and g.seq > g.enqueued):
+                continue  # nothing timed out here, or a later line says it was never queued
+            op = OPS.get((g.op or "").upper(), (g.op or "collective").lower())
+            sizes = [[g.numel[0]]] if g.numel[0] is not None else "?"
+            entries.append(
+                {
+                    "process_group": [name, g.name],
+                    "collective_seq_id": g.seq,
+                    "profiling_name": f"nccl:{op}",
+                    "input_sizes": sizes,
+                    "state": "started",
+                    "frames": [],
+                }
+            )
+        return {"pg_status": status, "entries": entries, "told_by": "the watchdog's lines"}
+
+
+@dataclass
+class Written:
+    """The hang evidence of every file read; ``facts()`` makes the live look's facts of it."""
+
+    ranks: dict[int | None, _Rank] = field(default_factory=dict)
+    processes: list[JobProcess] = field(default_factory=list)
+    flights: dict[int, dict[str, Any]] = field(default_factory=dict)
+    ras: list[dict[str, str]] = field(default_factory=list)
+    told: list[Told] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # files that gave evidence
+
+    def read(
+        self,
+        source: str,
+        data: bytes,
+        rank: int | None = None,
+        host: str = "",
+        stacks: bool = True,
+    ) -> None:
+        """One file's (or paste's) bytes; ``rank`` (its file name's) and ``host`` (the node whose
+        output it is, where the caller knows: doctor run) for lines that give none. ``stacks``:
+        look for pasted stacks and process tables too (read line by line: a paste's, not a
+        large log's tail)."""
+        dump = read_flight_dump(data) if data[:1] in (b"\x80", b"{") else None
+        if dump is not None:
+            number = dump.get("rank", rank)
+            if isinstance(number, int):
+                self.flights.setdefault(number, dump)  # the first of a rank's dumps read
+                self.sources.append(source)
+            return
+        text = data.decode("utf-8", "replace")
+        found = len(self.ranks) + len(self.processes) + len(self.ras) + len(self.told)
+        if any(k in text for k in WATCHDOG_KEYWORDS):
+            self._watchdog(text, rank, host)
+        if stacks and any(k in text for k in PASTED_KEYWORDS):
+            self._pasted(text, source, rank, host)
+        if any(k in text for k in VERDICT_KEYWORDS):
+            self._verdicts(text)
+        if len(self.ranks) + len(self.processes) + len(self.ras) + len(self.told) > found:
+            self.sources.append(source)
+
+    def _watchdog(self, text: str, rank: int | None, host: str) -> None:
+        for line in holding(text, WATCHDOG_KEYWORDS):
+            message, origin = strip_prefixes(line)
+            said = read_watchdog(message, _with_rank(origin, rank))
+            if said is None:
+                continue
+            number = said.rank if said.rank is not None else rank
+            self.ranks.setdefault(number, _Rank(number, host)).take(said)
+
+    def _pasted(self, text: str, source: str, rank: int | None, host: str) -> None:
+        peeled = (strip_prefixes(x) for x in text.splitlines())
+        lines = ((_with_rank(origin, rank), message) for message, origin in peeled)
+        for process in read_pasted(lines, source):
+            if process.rank is None and rank is not None and process.role == "rank":
+                process = replace(process, env={**process.env, "RANK": str(rank)})
+            if host and not process.node:
+                process = replace(process, node=host)
+            self.processes.append(process)
+
+    def _verdicts(self, text: str) -> None:
+        lines = text.splitlines()  # as printed: the readers unwrap what they need themselves
+        self.ras.extend(answer for _, answer in find_ras(lines))
+        for absent in [*read_frtrace(lines), *read_horovod(lines)]:
+            for number in absent.ranks:
+                host = absent.hosts.get(number, "")
+                pid = absent.pids.get(number, 0)
+                self.told.append(Told(number, host, pid, absent.collective, absent.tool))
+
+    def facts(self, pids: dict[int, str] | None = None) -> StacksFacts | None:
+        """The live look's facts of what was read, or None where nothing told of a hang.
+        ``pids``: the host each pid ran on, where the logs' other lines say (NCCL's prefix
+        ``host:pid:tid``), for ranks whose own evidence names no node."""
+        if not (self.ranks or self.processes or self.flights or self.ras or self.told):
+            return None
+        named = {k for r in self.ranks.values() for k in r.groups if k}
+        only = next(iter(named)) if len(named) == 1 else None
+        by_rank: dict[int | None, JobProcess] = {}
+        loose: list[JobProcess] = []
+        for number, said in self.ranks.items():
+            env = {"RANK": str(number)} if number is not None else {}
+            flight = self.flights.get(number) if number is not None else None
+            by_rank[number] = JobProcess(
+                node=said.host,
+                pid=said.pid,
+                role="rank",
+                argv=(),
+                env=env,
+                flight=flight or said.flight(only),
+            )
+        for number, dump in self.flights.items():
+            if number not in by_rank:
+                by_rank[number] = JobProcess("", 0, "rank", (), {"RANK": str(number)}, flight=dump)
+        for process in self.processes:
+            known = by_rank.get(process.rank) if process.rank is not None else None
+            if known is None:
+                if process.rank is not None:
+                    by_rank[process.rank] = process
+                else:
+                    loose.append(process)
+                continue
+            by_rank[process.rank] = _merged(known, process)
+        nodes: dict[str, list[JobProcess]] = {}
+        for process in [*by_rank.values(), *loose]:
+            if not process.node and process.pid and (pids or {}).get(process.pid):
+                process = replace(process, node=(pids or {})[process.pid])
+            nodes.setdefault(process.node, []).append(process)
+        answer = {node: NodeStacks(node, processes=tuple(found)) for node, found in nodes.items()}
+        if self.ras:
+            first = next(iter(answer), "")
+            held = answer.get(first, NodeStacks(first))
+            answer[first] = NodeStacks(held.node, processes=held.processes, ras=self.ras[0])
+        return StacksFacts(answer, live=False, told=tuple(self.told))
+
+
+def holding(text: str, keywords: Iterable[str]) -> list[str]:
+    """The lines of ``text`` that hold one of ``keywords``, in order: found by str.find, in C,
+    so a log of training lines is not walked line by line in Python."""
+    starts: set[int] = set()
+    for keyword in keywords:
+        at = text.find(keyword)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            starts.add(start)
+            end = text.find("\n", at)
+            at = text.find(keyword, end) if end >= 0 else -1
+    lines = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        lines.append(text[start : end if end >= 0 else len(text)].rstrip("\r"))
+    return lines
+
+
+def _with_rank(origin: Origin, rank: int | None) -> Origin:
+    return origin if origin.rank is not None or rank is None else origin._replace(rank=rank)
+
+
+def _merged(told: JobProcess, shown: JobProcess) -> JobProcess:
+    """One rank seen twice (its watchdog lines and its pasted stack): the stack and state from
+    the paste, the node and pid from whichever says, Flight Recorder's status from the text."""
+    return replace(
+        shown,
+        node=shown.node or told.node,
+        pid=shown.pid or told.pid,
+        role="rank",
+        env={**told.env, **shown.env},
+        flight=shown.flight or told.flight,
+    )

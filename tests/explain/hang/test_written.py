@@ -1,0 +1,132 @@
+"""`doctor explain` on what a hung job left: the same verdict as the live look, from text.
+
+The H200 captures (tests/fixtures/gpu/h200/hang-*: each rank's log, py-spy's text and JSON, the
+Flight Recorder dumps and RAS's reports, taken by hand while the job hung) are what the live look
+judges in tests/hang/test_gpu_captures.py; read as files here, they must give the same finding,
+naming the same rank and no other. The tools' own reports (tests/fixtures/logs/hang/tools/) name
+the rank they say is missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from doctor.explain.hang.written import file_ranks
+from doctor.explain.scan import explain
+from doctor.render.explain import all_findings, explain_json, hang_findings
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "fixtures" / "gpu" / "h200"
+TOOLS = ROOT / "fixtures" / "logs" / "hang" / "tools"
+
+
+def hang(*paths: Path) -> list[dict[str, Any]]:
+    doc = explain_json(explain([str(p) for p in paths]))
+    return [f for f in doc["findings"] if f["check"] == "hang"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "ranks", "reported"),
+    [
+        ("sleep", "hang.outside_collective", [1], [0]),
+        ("kill", "hang.rank_gone", [1], [0]),
+        ("op", "hang.mismatch", [0, 1], []),  # one rank a side: neither is the odd one
+        ("size", "hang.mismatch", [0, 1], []),
+    ],
+)
+def test_the_h200_captures_read_as_files_give_the_live_verdict(
+    mode: str, code: str, ranks: list[int], reported: list[int]
+) -> None:
+    files = sorted((H200 / f"hang-{mode}").iterdir())
+    (found,) = hang(*files)
+    assert found["code"] == code and found["severity"] == "fail"
+    assert found["data"]["ranks"] == ranks and found["data"]["reported"] == reported
+    assert found["data"]["evidence_from"] == "text the job left"
+
+
+def test_the_sleeping_rank_is_named_with_its_node_pid_and_line() -> None:
+    (found,) = hang(*sorted((H200 / "hang-sleep").iterdir()))
+    assert found["nodes"] == ["vm"]  # from NCCL's prefix vm:936 in the rank's own log
+    assert "rank 1 (vm, pid 936) at job.py:71 <module>" in found["summary"]
+    assert found["data"]["pids"] == [{"rank": 1, "node": "vm", "pid": 936}]
+    assert "launched 3 AllReduce operations, the others up to 4 (NCCL RAS)" in found["summary"]
+
+
+def test_one_kind_of_evidence_alone_names_the_same_rank_or_none() -> None:
+    """Flight Recorder's dumps alone, RAS alone: rank 1. py-spy's stacks alone (without native
+    frames) cannot: NCCL's collectives are asynchronous, so rank 0's host thread is past its
+    all_reduce call, waiting in .item(): no rank is in a collective, and none is blamed."""
+    here = H200 / "hang-sleep"
+    for files in ([here / "fr_0", here / "fr_1"], [here / "ras-status.txt"]):
+        (found,) = hang(*files)
+        assert found["code"] == "hang.outside_collective" and found["data"]["ranks"] == [1]
+    (stacks,) = hang(here / "pyspy-rank0.json", here / "pyspy-rank1.json")
+    assert stacks["code"] == "hang.stalled" and stacks["data"]["ranks"] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "ranks"),
+    [
+        ("frtrace/gloo-skip.txt", [2]),
+        ("frtrace/h200-sleep.txt", [1]),
+        ("horovod/v0.28-missing-ranks.log", [2, 3]),
+    ],
+)
+def test_a_tools_report_names_the_rank_it_says_is_missing(name: str, ranks: list[int]) -> None:
+    (found,) = hang(TOOLS / name)
+    assert found["code"] == "hang.outside_collective" and found["data"]["ranks"] == ranks
+
+
+def test_the_gloo_dumps_name_the_rank_that_skipped_a_collective() -> None:
+    dumps = [TOOLS / "gloo-skip" / f"rank_{r}" for r in range(3)]
+    (found,) = hang(*dumps)
+    assert found["code"] == "hang.outside_collective" and found["data"]["ranks"] == [2]
+    assert found["data"]["reported"] == [0, 1]
+
+
+def test_a_healthy_ras_report_gives_no_finding() -> None:
+    assert hang(H200 / "hang-size" / "ras-status.txt") == []
+    assert hang(H200 / "hang-size" / "ras-status.json") == []
+
+
+def test_a_log_without_a_hang_has_no_hang_facts(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("epoch 1 loss 0.5\nNCCL INFO Bootstrap: Using eth0:10.0.0.1<0>\n")
+    result = explain([str(log)])
+    assert result.hang is None and hang_findings(result) == []
+
+
+def test_garbage_never_raises(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.txt"
+    junk.write_bytes(
+        b"Thread 0x (idle):\n    (x.py:)\nProcess : \nRank  has launched\n\x80\x05junk"
+        b'\nWorkNCCL(SeqNum=, OpType=)\nMissing ranks:\n3: [\n{"communicators": [{'
+    )
+    json.dumps(explain_json(explain([str(junk)])))  # a document, whatever it found
+    all_findings(explain([str(junk)]))
+
+
+def test_file_names_give_ranks() -> None:
+    names = [
+        "logs/rank3.log",
+        "logs/node2_rank_12.txt",
+        "fr_5",
+        "run/attempt_0/7/stderr.log",
+        "slurm/out_0.log",
+        "slurm/out_1.log",
+        "slurm/out_2.log",
+        "notes.txt",
+        "job-1234.log",
+    ]
+    assert file_ranks(names) == {
+        "logs/rank3.log": 3,
+        "logs/node2_rank_12.txt": 12,
+        "fr_5": 5,
+        "run/attempt_0/7/stderr.log": 7,
+        "slurm/out_0.log": 0,
+        "slurm/out_1.log": 1,
+        "slurm/out_2.log": 2,
+    }
