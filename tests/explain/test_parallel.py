@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
-from dataclasses import replace
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

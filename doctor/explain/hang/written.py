@@ -32,7 +32,6 @@ from doctor.explain.hang.verdicts import (
 )
 from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
 from doctor.explain.hang.watchdog import WatchdogLine, read_watchdog
-
 from doctor.explain.prefix import Origin, strip_prefixes
 from doctor.facts.hang.stacks import JobProcess, NodeStacks, StacksFacts, Told
 
