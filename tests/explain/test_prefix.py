@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from doctor.explain.prefix import strip_prefixes
+from doctor.explain.prefix import splice_at, strip_prefixes
 
 
 def this_year(*parts: int) -> float:
@@ -159,3 +159,61 @@ def test_collector_wrappings(line: str, text: str, fields: dict[str, object]) ->
     want = {"host": None, "pid": None, "rank": None, "time": None, "via": None, "src": None,
             "repeat": 0, **fields}  # fmt: skip
     assert origin._asdict() == want
+
+
+# A second writer's line spliced into this one: peeling stops where it starts, takes nothing of
+# it (its host least of all), and splice_at finds it inside a message.
+@pytest.mark.parametrize(
+    ("line", "text", "host", "rank"),
+    [
+        # after a logger's header, only NCCL's prefix is the same writer's
+        (
+            "[rank3]:[E1127 10:02:11.6 ProcessGroupNCCL.cpp:1] [rank5]:node5:12:12 [0] NCCL INFO x",
+            "[rank5]:node5:12:12 [0] NCCL INFO x",
+            None,
+            3,
+        ),
+        (
+            "[rank3]:[E1127 10:02:11.6 ProcessGroupNCCL.cpp:1] node3:12:12 [0] NCCL INFO x",
+            "NCCL INFO x",
+            "node3",
+            3,
+        ),
+        # the same launcher's label naming another rank
+        ("[rank3]:[rank5]:node5:1:1 [0] NCCL INFO x", "[rank5]:node5:1:1 [0] NCCL INFO x", None, 3),
+        ("3: 5: node5:12:12 [0] NCCL INFO x", "5: node5:12:12 [0] NCCL INFO x", None, 3),
+        # not a splice: the same label twice, torchrun's local rank before torch's global one
+        ("[rank3]:[rank3]:node3:12:12 [0] NCCL INFO x", "NCCL INFO x", "node3", 3),
+        ("[default1]:[rank5]:[E1127 10:02:11.6 ProcessGroupNCCL.cpp:1] x", "x", None, 1),
+        # c10's own logger before torch 2.4 printed no time
+        ("[rank2]:[E ProcessGroupNCCL.cpp:542] [Rank 2] Watchdog", "[Rank 2] Watchdog", None, 2),
+    ],
+)  # fmt: skip
+def test_a_spliced_line_peels_only_its_first_writer(
+    line: str, text: str, host: str | None, rank: int | None
+) -> None:
+    got, origin = strip_prefixes(line)
+    assert (got, origin.host, origin.rank) == (text, host, rank)
+
+
+def test_glog_gives_a_thread_not_a_process() -> None:
+    """glog's number after the time is the thread's: no pid is taken from it."""
+    origin = strip_prefixes("[E1127 10:02:11.606667 140219 ProcessGroupNCCL.cpp:1785] x")[1]
+    assert origin.pid is None and origin.time is not None
+
+
+@pytest.mark.parametrize(
+    ("message", "at"),
+    [
+        ("[Rank 3] Watchdog caught ... OpType=ALLRED[rank5]:[E1127 10:02:11.6 a.cpp:1] x", 42),
+        ("last completed work: 14[E1127 10:02:11.606 ProcessGroupNCCL.cpp:1834] x", 23),
+        ("ran for 6000[E ProcessGroupNCCL.cpp:1] x", 12),
+        ("at work: 31[1,5]<stderr>:x", 11),
+        ("done(RayWorkerWrapper pid=9, ip=10.0.0.2) x", 4),
+        ("WorkNCCL(SeqNum=12, OpType=ALLREDnode5:1:1 [0] NCCL INFO x", 20),  # the host's start
+        ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)", -1),
+        ("work 7: [E] done, rank[3]: ok (pid=5)", -1),
+    ],
+)
+def test_splice_at(message: str, at: int) -> None:
+    assert splice_at(message) == at
