@@ -42,7 +42,7 @@ KEYWORDS = (
 )
 MAX_FRAMES = 512  # a thread's, the innermost kept (recursion repeats)
 MAX_LINE = 1 << 16  # longer lines are no dump's (a C++ symbol runs to a few thousand)
-GAP = 3  # lines a traceback or pystack frame may have below it (source, carets, locals)
+GAP = 3  # lines a frame of a traceback, pystack or py-bt may have below it (source, carets)
 
 
 @dataclass
@@ -141,6 +141,19 @@ class _Reader:
             name, s.thread_name, s.chained = s.thread_name or "MainThread", "", False
             s.draft = _Draft("traceback", 0, name, True, True, chain)
             return "thread"
+        elif text == pf.TRACEBACK_FIRST:
+            if s.draft is None or s.draft.tool != "py-bt" or s.draft.frames:
+                self._new_dump(s, "py-bt")  # one thread's: gdb's current, faulthandler's
+                s.draft = _Draft("py-bt", 0, "MainThread", False, False)
+            return "thread"
+        elif m := pf.GDB_THREAD.fullmatch(text):
+            self._thread(s, "py-bt", int(m.group(1)), m.group(2), False)
+            return "thread"
+        elif m := pf.GDB_ATTACH.match(text):
+            self._new_dump(s, "py-bt").pid = int(m.group(1))
+        elif (m := pf.GDB_DETACHED.fullmatch(text)) and s.dump and s.dump.tool == "py-bt":
+            s.dump.pid = s.dump.pid or int(m.group(1))
+            self._end_dump(s)
         elif m := pf.THREAD_EXCEPTION.fullmatch(text):
             s.thread_name = m.group(1)
         elif m := pf.PYSTACK_THREAD.fullmatch(text):
@@ -190,8 +203,8 @@ class _Reader:
                 frame = pf.fault_frame(*m.groups())
             elif text in pf.FAULT_NOTES:
                 return "frame"
-        elif draft.tool == "traceback" and (m := pf.TRACEBACK_FRAME.fullmatch(text)):
-            frame = Frame(m.group(3), m.group(1), int(m.group(2)))
+        elif draft.tool in ("traceback", "py-bt") and (m := pf.FAULT_FRAME.fullmatch(text)):
+            frame = pf.fault_frame(*m.groups())
         elif draft.tool == "pystack" and (m := pf.PYSTACK_FRAME.fullmatch(text)):
             frame = pf.pystack_frame(*m.groups())
         if frame is None:
@@ -210,7 +223,7 @@ class _Reader:
             self._section(s, *said)
             return "head"
         draft = s.draft
-        if draft is not None and draft.tool in ("traceback", "pystack"):
+        if draft is not None and draft.tool in ("traceback", "pystack", "py-bt"):
             s.gap += 1  # a frame's source line, a caret line, the exception
             if s.gap > GAP or (draft.tool == "traceback" and pf.EXCEPTION.fullmatch(text)):
                 self._end_thread(s)

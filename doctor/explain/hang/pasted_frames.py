@@ -16,6 +16,9 @@ print them, read from their source.
   separated by an empty line, ``  File "F", line N in FUNC`` innermost first.
 - A Python traceback (``Traceback (most recent call last):``, ``  File "F", line N, in FUNC``,
   outermost first, source and caret lines between, the exception last).
+- gdb's ``py-bt`` (CPython's Tools/gdb/libpython.py): ``Traceback (most recent call first):``
+  and a traceback's frames innermost first, under ``thread apply all``'s ``Thread N (Thread
+  0xHEX (LWP TID) "NAME"):``, ``[Inferior 1 (process PID) detached]`` last.
 
 The peeling layer has taken each line's indentation: nothing here depends on it.
 """
@@ -52,15 +55,22 @@ FAULT_THREAD = re.compile(
     r"(Current thread|Thread) (0x[0-9A-Fa-f]+)(?: \[(.*)\])? \(most recent call first\):"
 )
 FAULT_STACK = "Stack (most recent call first):"  # dump_traceback(all_threads=False)
-FAULT_FRAME = re.compile(r'File (?:"(.*)"|\?\?\?), line (\d+|\?\?\?) in (.+)')
+# (A traceback's has a comma before "in", and "| " before it in an exception group's.)
+FAULT_FRAME = re.compile(r'(?:\| )?File (?:"(.*)"|\?\?\?), line (\d+|\?\?\?),? in (.+)')
 FAULT_NOTES = ("Garbage-collecting", "<no Python frame>", "<tstate is freed>", "...")
 # What starts a faulthandler dump: a fatal error, dump_traceback_later's timeout.
 FAULT_START = re.compile(r"Fatal Python error: |Timeout \(\d+:\d\d:\d\d\)!")
 
 TRACEBACK = "Traceback (most recent call last):"
+# Innermost first: gdb's py-bt (CPython's Tools/gdb/libpython.py, frames as a traceback's, a
+# C call as "<built-in method ...>"), and the first faulthandler's (frames without the comma).
+TRACEBACK_FIRST = "Traceback (most recent call first):"
+# gdb's "thread apply all py-bt": each thread's header, and the process it detached from.
+GDB_THREAD = re.compile(r'Thread \d+ \(Thread 0x[0-9A-Fa-f]+ \(LWP (\d+)\)(?: "(.*)")?\):')
+GDB_ATTACH = re.compile(r"Attaching to (?:process|program: .*, process) (\d+)")
+GDB_DETACHED = re.compile(r"\[Inferior \d+ \(process (\d+)\) detached\]")
 # threading.excepthook (Lib/threading.py): a thread's uncaught exception, its name first.
 THREAD_EXCEPTION = re.compile(r"Exception in thread (.+?)(?: \(.*\))?:")
-TRACEBACK_FRAME = re.compile(r'(?:\| )?File "(.*)", line (\d+), in (.+)')
 CHAINED = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",

@@ -21,9 +21,9 @@ _DUMP_LINES = (
     pf.PYSPY_THREAD,
     pf.FAULT_THREAD,
     pf.FAULT_FRAME,
-    pf.TRACEBACK_FRAME,
     pf.PYSTACK_THREAD,
     pf.PYSTACK_FRAME,
+    pf.GDB_THREAD,
 )
 
 
@@ -52,7 +52,7 @@ class Labels:
 
 def dump_line(text: str) -> bool:
     """A line only a dump holds: a tool's header or frame, a JSON dump's start, a ps header."""
-    if any(p.fullmatch(text) for p in _DUMP_LINES) or text == pf.TRACEBACK:
+    if any(p.fullmatch(text) for p in _DUMP_LINES) or text in (pf.TRACEBACK, pf.TRACEBACK_FIRST):
         return True
     frame = pf.PYSPY_FRAME.fullmatch(text)
     return bool(frame and frame.group(3)) or bool(START.fullmatch(text)) or bool(table_header(text))

@@ -21,7 +21,7 @@ from doctor.facts.hang.stacks import JobProcess, Sample, Thread
 class Dump:
     """One process's dump as read: the tool, the header above it, what the dump itself says."""
 
-    tool: str  # "py-spy", "json", "pystack", "faulthandler", "traceback"
+    tool: str  # "py-spy", "json", "pystack", "faulthandler", "traceback", "py-bt" (gdb's)
     said: Said
     began: int  # the paste's line where it began
     pid: int = 0
@@ -107,8 +107,8 @@ def _from_dump(dump: Dump) -> JobProcess | None:
 
 def _main_tid(tool: str, threads: tuple[Thread, ...]) -> int:
     """The pid a dump without one shows: its main thread's id, where the tool gives OS thread
-    ids (py-spy, pystack: the main thread's is the process's)."""
-    if tool not in ("py-spy", "pystack"):
+    ids (py-spy, pystack, gdb: the main thread's is the process's)."""
+    if tool not in ("py-spy", "pystack", "py-bt"):
         return 0
     main = next((t for t in threads if t.name == "MainThread"), None) or _module_thread(threads)
     return main.tid if main is not None and 0 < main.tid <= PID_MAX else 0

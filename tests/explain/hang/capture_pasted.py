@@ -9,6 +9,7 @@ own (SIGUSR1 dumps every thread; rank 2 also dumps after a timeout):
   fifo  rank 1's DataLoader worker blocks opening a FIFO nobody writes; ranks 0 and 2 wait in
         all_reduce. py-spy (text, --json, --native, --locals, --subprocesses), pystack (remote,
         --native), ps, top, pdsh, faulthandler (SIGUSR1, a timeout), then SIGINT to rank 1.
+  gdb   the fifo job again: gdb's ``thread apply all py-bt`` of ranks 1 and 0.
   op    rank 1 broadcasts while the others all_reduce: py-spy of each, then SIGABRT to rank 2
         (PYTHONFAULTHANDLER: "Fatal Python error: Aborted" and every thread, then a core that
         py-spy --core and pystack core read).
@@ -262,15 +263,35 @@ def op_captures(folder: Path) -> None:
     core.unlink()
 
 
+def gdb_captures(folder: Path) -> None:
+    """gdb's py-bt (CPython's Tools/gdb/libpython.py, which this Python installs beside itself)
+    for every thread of a rank waiting for its DataLoader and of one in all_reduce."""
+    os.mkfifo(folder / "fifo")
+    job = Job(folder, "fifo", 29675)
+    helper = f"{sys.executable}-gdb.py"
+    if not Path(helper).exists():
+        helper = str(Path(sys.executable).resolve()) + "-gdb.py"
+    for rank in (1, 0):
+        argv = ["gdb", "-p", str(job.ranks[rank]), "-batch", "-ex", f"source {helper}"]
+        save(
+            f"gdb_pybt_rank{rank}.txt",
+            f"gdb -p {job.ranks[rank]} -batch -ex 'thread apply all py-bt'",
+            run(*argv, "-ex", "thread apply all py-bt"),
+        )
+    job.end()
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hang-paste-") as tmp:
         folder = Path(tmp)
         (folder / "sitecustomize.py").write_text(SITE)
-        which = sys.argv[1:] or ["fifo", "op"]
+        which = sys.argv[1:] or ["fifo", "op", "gdb"]
         if "fifo" in which:
             fifo_captures(folder)
         if "op" in which:
             op_captures(folder)
+        if "gdb" in which:
+            gdb_captures(folder)
 
 
 if __name__ == "__main__":

@@ -228,6 +228,32 @@ def state(process: JobProcess) -> tuple[str, str] | None:
     return (process.last.state, process.last.wchan) if process.last else None
 
 
+def test_gdb_py_bt_of_every_thread() -> None:
+    (rank1,) = read(fixture("gdb_pybt_rank1.txt"))
+    (rank0,) = read(fixture("gdb_pybt_rank0.txt"))
+    assert (rank1.pid, rank0.pid) == (10301, 10300)  # the process gdb detached from
+    assert [(t.tid, t.name, len(t.frames)) for t in rank0.threads] == [
+        (10842, "pt_gloo_runloop", 0),
+        (10841, "pt_gloo_runloop", 0),
+        (10840, "gloo_tcp_loop", 0),
+        (10300, "python3", 4),
+    ]
+    assert (where(rank1), where(rank0)) == (IN_LOADER, IN_ALLREDUCE)
+    (spy,) = read(fixture("pyspy_rank1.json"))
+    assert [x[:2] for x in lines_of(rank1)] == [x[:2] for x in lines_of(spy)]
+
+
+def test_a_traceback_most_recent_call_first() -> None:
+    """One thread's stack innermost first under "Traceback (most recent call first):": gdb's
+    py-bt of its current thread, and faulthandler's first wording (its tests' expected output
+    before "Stack"): the capture's frames under that header."""
+    frames = fixture("faulthandler_later_rank2.txt").splitlines()[2:]
+    (rank,) = read(
+        "Fatal Python error: Aborted\n\nTraceback (most recent call first):\n" + "\n".join(frames)
+    )
+    assert where(rank) == IN_ALLREDUCE and len(rank.threads[0].frames) == 4
+
+
 def test_process_tables() -> None:
     table = {p.pid: p for p in read(fixture("ps_eo_wchan.txt"))}
     assert AGENT not in table and HELD not in table  # the launcher; not a Python process
@@ -372,6 +398,7 @@ DUMPS = [
     "faulthandler_abort_rank2.txt",
     "traceback_sigint_rank1.txt",
     "ps_o_state.txt",
+    "gdb_pybt_rank1.txt",
 ]
 # Lines of the job's own console and of other programs (real ones from the captures, and
 # hypothesis's): neither a dump's line nor a header's.
@@ -392,7 +419,8 @@ foreign_line = st.one_of(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.permutations(DUMPS), st.lists(st.lists(foreign_line, max_size=3), min_size=13, max_size=13)
+    st.permutations(DUMPS),
+    st.lists(st.lists(foreign_line, max_size=3), min_size=len(DUMPS) + 1, max_size=len(DUMPS) + 1),
 )
 def test_foreign_lines_between_dumps_change_nothing(
     order: list[str], foreign: list[list[str]]
