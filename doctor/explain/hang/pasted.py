@@ -3,11 +3,11 @@ the processes ``doctor stacks`` builds when it looks itself (doctor/facts/hang/s
 model groups both: py-spy dump (text, ``--json``, ``--native``, ``--locals``,
 ``--subprocesses``, ``--core``), pystack (remote, core), faulthandler, Python tracebacks, and
 ``ps``/``top`` tables for the processes' states (the lines: hang/pasted_frames.py,
-pasted_json.py, pasted_ps.py; what users write around them: pasted_headers.py; from what was
+pasted_ps.py; what users and collectors write around them: pasted_headers.py; from what was
 read to processes: pasted_processes.py).
 
-Lines come unwrapped by the peeling layer, each with its origin (and by pasted_labels.py of what
-it leaves: pdsh's labels, quotes); a paste of several hosts mixed (pdsh) is read as one stream
+Lines come unwrapped by the peeling layer, each with its origin (and by pasted_headers.py of
+what it leaves: pdsh's labels, quotes); a paste of several hosts mixed (pdsh) is read as one stream
 per origin, each with its own state. Within a stream a process ends
 where another begins: a header, py-spy's ``Process``, a thread id seen twice, a faulthandler
 thread not preceded by its dump's empty line, a new traceback. A header's rank and pid go to the
@@ -20,9 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from doctor.explain.hang import pasted_frames as pf
-from doctor.explain.hang.pasted_headers import Said, read_header
-from doctor.explain.hang.pasted_json import START, JsonBlock
-from doctor.explain.hang.pasted_labels import Labels
+from doctor.explain.hang.pasted_headers import Labels, Said, read_header
 from doctor.explain.hang.pasted_processes import Dump, Rows, processes
 from doctor.explain.hang.pasted_ps import Table, table_header, table_row
 from doctor.explain.prefix import Origin
@@ -70,7 +68,7 @@ class _Stream:
     locals: bool = False
     chained: bool = False
     thread_name: str = ""  # "Exception in thread NAME:" names the traceback below
-    json: JsonBlock | None = None
+    json: pf.JsonBlock | None = None
     table: Table | None = None
 
 
@@ -169,9 +167,9 @@ class _Reader:
             s.dump.pid = int(m.group(1))
         elif (m := pf.PYSTACK_ARGS.fullmatch(text)) and s.dump is not None and not s.dump.argv:
             s.dump.argv = tuple(m.group(2).split())
-        elif START.fullmatch(text):
+        elif pf.START.fullmatch(text):
             self._end_dump(s)
-            s.json = JsonBlock()
+            s.json = pf.JsonBlock()
             s.json.feed(text)
             if s.json.closed:
                 self._json(s)

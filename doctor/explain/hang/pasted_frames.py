@@ -16,6 +16,11 @@ print them, read from their source.
   separated by an empty line, ``  File "F", line N in FUNC`` innermost first.
 - A Python traceback (``Traceback (most recent call last):``, ``  File "F", line N, in FUNC``,
   outermost first, source and caret lines between, the exception last).
+- ``py-spy dump --json`` (src/dump.rs: serde_json's pretty print of ``Vec<StackTrace>``): an
+  array of threads a process, over many lines or one, arrays one after another. A block's lines
+  are gathered while its brackets stay open (serde escapes line breaks in strings, so brackets
+  count without the strings); a line no JSON line looks like ends it and what was gathered is
+  dropped (a paste cut short, a foreign line).
 - gdb's ``py-bt`` (CPython's Tools/gdb/libpython.py): ``Traceback (most recent call first):``
   and a traceback's frames innermost first, under ``thread apply all``'s ``Thread N (Thread
   0xHEX (LWP TID) "NAME"):``, ``[Inferior 1 (process PID) detached]`` last.
@@ -25,7 +30,9 @@ The peeling layer has taken each line's indentation: nothing here depends on it.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from doctor.facts.hang.stacks import Frame
 
@@ -114,3 +121,48 @@ def fault_frame(file: str | None, line: str, name: str) -> Frame:
 
 def thread_id(text: str) -> int:
     return int(text, 16) if text.lower().startswith("0x") else int(text)
+
+
+# py-spy --json: a block starts with "[" (pretty) or "[{" (one line).
+START = re.compile(r"\[\s*(?:\{.*|\])?")
+_JSON_LINE = re.compile(r'[\[\]{}"\d-]|true\b|false\b|null\b')
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+MAX_JSON = 8 << 20  # one paste's JSON: py-spy's dump of one process is tens of kilobytes
+
+
+class JsonBlock:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.depth = 0
+        self.size = 0
+
+    def feed(self, text: str) -> bool:
+        """Take a line; False where it cannot be one (the block is then void)."""
+        if not _JSON_LINE.match(text) or self.size + len(text) > MAX_JSON:
+            return False
+        self.parts.append(text)
+        self.size += len(text)
+        bare = _STRING.sub("", text)
+        self.depth += bare.count("[") + bare.count("{") - bare.count("]") - bare.count("}")
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return self.depth <= 0
+
+    def arrays(self) -> list[list[dict[str, Any]]]:
+        """Each array of threads the block holds (none where it does not decode)."""
+        text, found, at = "\n".join(self.parts), [], 0
+        decoder = json.JSONDecoder()
+        while at < len(text):
+            try:
+                value, at = decoder.raw_decode(text, at)
+            except (ValueError, RecursionError):  # not JSON; nested past the decoder's depth
+                break
+            if isinstance(value, list) and all(
+                isinstance(t, dict) and isinstance(t.get("frames"), list) for t in value
+            ):
+                found.append(value)
+            while at < len(text) and text[at].isspace():
+                at += 1
+        return found

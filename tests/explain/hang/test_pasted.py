@@ -509,6 +509,10 @@ def test_long_lines_are_read_in_time() -> None:
     assert [f.file for f in process.threads[0].frames] == ["x.py"]
 
 
+def test_deeply_nested_json_never_raises() -> None:
+    assert read("[\n" * 100_000 + "]\n" * 100_000) == []
+
+
 def test_a_deep_stack_keeps_its_innermost_frames() -> None:
     """Bounded: a thread keeps 512 frames, the innermost (and a traceback's outermost)."""
     frames = "".join(f'  File "x.py", line {i}, in f{i}\n' for i in range(1, 2001))
