@@ -1,7 +1,8 @@
 """Pasted process tables: ``ps`` (any ``-o`` list, ``aux``, ``-ef``, ``-eLf``, ``-l``) and
-``top -b``, read by their header's column names (procps-ng ps/output.c and top's field names):
-PID, PPID, LWP/SPID/TID, STAT/S/STATE, WCHAN, and the command (COMMAND/CMD/ARGS/COMM) when it
-is the last column (it holds spaces). Every other column is a single word in these tools'
+``top -b``, read by their header's column names as procps-ng's ps and top print them (ps(1)'s
+STANDARD FORMAT SPECIFIERS; the captures in tests/fixtures/logs/hang/pasted): PID, PPID,
+LWP/SPID/TID, STAT/S/STATE, WCHAN, and the command (COMMAND/CMD/ARGS/COMM) when it is the last
+column (it holds spaces). Every other column is a single word in these tools'
 default formats, so a row splits on white space.
 """
 
