@@ -12,7 +12,8 @@ goes straight to pytest. Standard library only: it runs before anything else is 
 What it installs when missing:
 * Debian: the package of every program a test runs, directly or through the doctor (PROGRAMS:
   OpenSSH, Open MPI, iproute2, net-tools, ping, procps, busybox, xmllint, Slurm and munge,
-  Chromium and its driver ...); python3-pip, unless the system Python is externally managed
+  Chromium and its driver ...), python3-venv (ensurepip, for the virtualenvs tests make);
+  python3-pip, unless the system Python is externally managed
   (PEP 668): then the tests run in .venv here, made as install.py makes it;
 * PyPI: torch's CPU build first, pinned (an unpinned torch pulls a multi-GB CUDA build), then
   this checkout, editable, with its test and torch extras.
@@ -61,7 +62,11 @@ PROGRAMS = {
 # tests/facts/test_rccl_library.py against libc (gcc only recommends libc6-dev, and recommends are
 # not installed).
 LIBRARIES = ("libc6-dev",)
-DEBIAN = tuple(sorted({*PROGRAMS.values(), *LIBRARIES}))
+# What the tests' Python needs that Debian's python3 leaves out: ensurepip (python3-venv), with
+# which `python -m venv` puts pip in a new virtualenv (tests/test_runner.py makes one, as a user's
+# bare Python); a clean Debian root has none, and its venv there failed.
+PYTHON_PARTS = ("python3-venv",)
+DEBIAN = tuple(sorted({*PROGRAMS.values(), *LIBRARIES, *PYTHON_PARTS}))
 TORCH = "2.13.0"
 EXTRAS = "this checkout with its test extras"
 CHECK_ONLY = sys.argv[1:2] == ["--check"]
