@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from doctor.explain.nccl_world import KEYWORDS as WORLD_KEYWORDS
+
 # A line NCCL (or RCCL, which keeps NCCL's logger) wrote through its logger; group "msg" is the
 # message.
 MARKER = re.compile(r"\b[NR]CCL (?P<lvl>INFO|WARN|ATTN|TRACE|ERROR|DIAG) (?P<msg>.*)")
@@ -132,12 +134,41 @@ def network_hint(src: str | None, msg: str) -> str | None:
     return m["net"] if m is not None else None
 
 
+# Where no "Using network" line and no channel names the network, the one a net plugin's INFO
+# lines name, by how surely (NcclProcess.network_shown, "plugin"): 3, what NCCL says it loaded or
+# initialised (plugin/net*.cc "NET/Plugin: Loaded net plugin %s (v%d)", 2.27+ "Initialized NET
+# plugin %s"); 2, the name its GPU Direct RDMA line gives the network in use (graph/topo.cc
+# "NET/%s : GPU Direct RDMA %s for HCA %d '%s'"); 1, the HPC-X plugin's own name
+# (nccl-rdma-sharp-plugins p2p_plugin.c "P2P plugin [v%d ]%s": IBext, IBext_v8); 0, a plugin's
+# subsystem in its own lines (aws-ofi-nccl's NCCL_OFI_INFO "NET/OFI ...", "NET/gIB : ...").
+# NCCL's own IB and Socket are no plugin (the HPC-X plugin prints NCCL's "NET/IB : Using" lines),
+# nor is NCCL's plugin loader, "NET/Plugin".
+PLUGIN_NETS = (
+    re.compile(r"\b(?:Loaded net plugin|Initialized NET plugin) (?P<net>.+?)(?: \(v\d+\))?\s*$"),
+    re.compile(r"^NET/(?P<net>[^:/]+?) ?: GPU ?Direct ?RDMA "),
+    re.compile(r"\bP2P plugin (?:v\d+ )?(?P<net>\S+)"),
+    re.compile(r"^NET/(?P<net>[A-Za-z][\w.-]*)(?=[ :])"),
+)
+NOT_PLUGINS = frozenset({"IB", "Socket", "Plugin"})
+
+
+def plugin_network(msg: str) -> tuple[int, str] | None:
+    """(how surely, the network) a net plugin's INFO line names; None: it names none."""
+    if not msg.startswith("NET/") and "lugin " not in msg:  # most lines: no regex at all
+        return None
+    for surely, regex in zip(range(len(PLUGIN_NETS) - 1, -1, -1), PLUGIN_NETS, strict=True):
+        if (m := regex.search(msg)) is not None:
+            net = m["net"].strip()
+            return None if net in NOT_PLUGINS else (surely, net)
+    return None
+
+
 # Literal text every line read above contains: the explain engine hands only lines holding one
 # of these to the reader (a keyword pass over the whole log is what keeps it fast).
 KEYWORDS = (
     "nccl-tests version",  # nccl-tests' and rccl-tests' headers (nccl_tests.py)
     "rccl-tests: Version",
-    " Pid ",
+    "device",  # their rank lines ("Pid %6d on %10s device %2d"): an anchor other keywords need
     "NCCL version",
     "RCCL version",
     "HIP version",
@@ -146,6 +177,7 @@ KEYWORDS = (
     "CCL INFO",
     "CCL WARN",
     "CCL DIAG",
+    *WORLD_KEYWORDS,  # a launcher's or framework's count of ranks (nccl_world.py)
 )
 
 

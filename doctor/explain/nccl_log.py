@@ -27,6 +27,7 @@ from doctor.explain.nccl_process import (
     cut,
 )
 from doctor.explain.nccl_use import summarise
+from doctor.explain.nccl_world import world_size
 from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
 
 __all__ = ["KEYWORDS", "NcclLog", "NcclProcess", "parse_nccl_log"]
@@ -55,6 +56,7 @@ class NcclLog:
     # prefix): what its wrapping says, resolved through the processes once all is read.
     printed_by: BannerOrigin = field(default_factory=BannerOrigin)
     launcher_hosts: dict[int, str] = field(default_factory=dict)  # launcher rank -> host
+    world_size: int | None = None  # the largest the launcher's or framework's lines gave
     # The version the last feed() tallied: a scanner that skips a line it read before tallies
     # it again (doctor/explain/engine.py, Replay), so the counts stay those of every line.
     last_tally: tuple[str, str | None] | None = None
@@ -74,10 +76,13 @@ class NcclLog:
         host, pid = origin.host, origin.pid
         self.last_tally = None
         m = L.MARKER.search(text)
-        if m is None:  # a bare banner: NCCL 2.4's version on stdout, RCCL's extra lines
-            said = self._banner(text, None)
+        if m is None:  # a bare banner (NCCL 2.4's version on stdout, RCCL's extra lines) or a
+            said = self._banner(text, None)  # framework's count of ranks (nccl_world.py)
             if said and L.VERSION.match(text):  # the banner itself, not an error quoting it
                 self.printed_by.note(origin)
+            elif not said and (n := world_size(text)) is not None:
+                self.world_size = max(n, self.world_size or 0)
+                return True
             return said
         if host is None and m.start() and (o := L.ORIGIN.search(text, 0, m.start())) is not None:
             host, pid = o["host"], int(o["pid"])  # behind an unknown prefix, or a DIAG line
@@ -95,6 +100,9 @@ class NcclLog:
         if m["lvl"] != "INFO" and (net := L.network_hint(origin.src, msg)) is not None:
             if net in proc.net_hints or len(proc.net_hints) < MAX_NOTES:
                 proc.net_hints[net] += 1
+            said = True
+        elif m["lvl"] == "INFO" and (named := L.plugin_network(msg)) is not None:
+            proc.note_plugin_net(named)
             said = True
         if origin.rank is not None and host and len(self.launcher_hosts) < MAX_PROCESSES:
             self.launcher_hosts.setdefault(origin.rank, host)
@@ -177,6 +185,7 @@ class NcclLog:
                 self.processes_dropped += 1
         self.processes_dropped += later.processes_dropped
         self.printed_by.absorb(later.printed_by)
+        self.world_size = max(later.world_size or 0, self.world_size or 0) or None
         for rank, host in later.launcher_hosts.items():
             self.launcher_hosts.setdefault(rank, host)
 
@@ -204,8 +213,9 @@ class NcclLog:
         }
 
     def nranks(self) -> int | None:
+        """NCCL's rank count; where no NCCL line gives one, the launcher's or framework's."""
         counts = [p.nranks for p in self.processes.values() if p.nranks is not None]
-        return max(counts) if counts else None
+        return max(counts) if counts else self.world_size
 
     def nnodes(self) -> int | None:
         """The node count NCCL computed; before 2.19 (no nNodes line) the hosts that spoke, when
@@ -248,6 +258,7 @@ class NcclLog:
             "version_printed_by": self.version_printed_by(),
             "shared_hostnames": self.shared_hostnames(),
             "nranks": self.nranks(),
+            "world_size": self.world_size,
             "nnodes": self.nnodes(),
             "transports": self.transports(),
             **summarise(self.processes.values(), self.library, list(self.versions)).to_json(),
@@ -380,13 +391,13 @@ def _plugin(msg: str, plugin: Plugin) -> bool:
             plugin.absent = True
         elif "symbol" not in error or "not supported" in error:
             # "Failed to find ncclNetPlugin_v8 symbol" is NCCL trying older plugin APIs.
-            _note(plugin.errors, cut(error))
+            plugin.note_error(cut(error))
         return True
     if L.PLUGIN_ABSENT.search(msg):
         plugin.absent = True
         return True
     if (x := L.PLUGIN_NETWORK_MISSING.search(msg)) is not None:
-        _note(plugin.errors, cut(f"network {x['net']} not found"))
+        plugin.note_error(cut(f"network {x['net']} not found"))
         return True
     if (p := L.PLUGIN_PATH.search(msg)) is not None:
         plugin.path = cut(p["path"])
@@ -405,11 +416,6 @@ def _plugin(msg: str, plugin: Plugin) -> bool:
         plugin.version = cut(f"{v['name']} {v['ver']}")
         return True
     return False
-
-
-def _note(notes: list[str], text: str) -> None:
-    if text not in notes and len(notes) < MAX_NOTES:
-        notes.append(text)
 
 
 def _gdr(msg: str, proc: NcclProcess) -> bool:

@@ -41,6 +41,10 @@ class Plugin:
             return "failed"
         return "none" if self.absent else None
 
+    def note_error(self, text: str) -> None:
+        if text not in self.errors and len(self.errors) < MAX_NOTES:
+            self.errors.append(text)
+
     def absorb(self, later: Plugin) -> None:
         for name in ("name", "api", "version", "path", "provider", "nics"):
             if getattr(later, name) is not None:
@@ -48,8 +52,7 @@ class Plugin:
         self.loaded = self.loaded or later.loaded
         self.absent = self.absent or later.absent
         for e in later.errors:
-            if e not in self.errors and len(self.errors) < MAX_NOTES:
-                self.errors.append(e)
+            self.note_error(e)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +92,8 @@ class NcclProcess:
     no_verbs: bool = False  # libibverbs could not be opened
     ib_oob: str | None = None
     network: str | None = None  # "Using network ..."
+    # (how surely, the network) a net plugin's INFO lines name (nccl_lines.plugin_network)
+    plugin_net: tuple[int, str] | None = None
     # Networks its WARN lines' source files and subsystems name (net_ib.cc, "NET/IB :"): the
     # network inferred where nothing else names one.
     net_hints: Counter[str] = field(default_factory=Counter)
@@ -119,18 +124,25 @@ class NcclProcess:
 
     def network_shown(self) -> tuple[str | None, str | None]:
         """The network and how the log showed it: "said" ("Using network", "Assigned NET
-        plugin"), "channels" (their NET/<name>), or only guessed from what the process listed:
-        "devices" (a plugin prints NCCL's "NET/IB : Using" lines under its own name),
-        "inferred" (from the source files and subsystems of its WARN lines), "sockets" (the
-        interfaces NCCL's socket transport listed). Only the first two are the network's own
-        name, which ranks can be held to."""
+        plugin"), "channels" (their NET/<name>), "plugin" (the net plugin NCCL loaded, or named
+        in its GPU Direct RDMA line; else, below the devices, a plugin's own INFO lines where
+        NCCL's socket transport did not list interfaces: the plugin's failure made it fall
+        back), or only guessed from what the process listed: "devices" (a plugin prints NCCL's
+        "NET/IB : Using" lines under its own name), "inferred" (from the source files and
+        subsystems of its WARN lines), "sockets" (the interfaces NCCL's socket transport
+        listed). Only the first two are the network's own name, which ranks can be held to."""
         if self.network:
             return self.network, "said"
         nets = [t.split("/")[1] for t in self.transports() if t.startswith("NET/")]
         if nets:
             return Counter(nets).most_common(1)[0][0], "channels"
+        plugin = self.plugin_net
+        if plugin is not None and plugin[0] > 0:
+            return plugin[1], "plugin"
         if self.net_devices_of:
             return self.net_devices_of, "devices"
+        if plugin is not None and not self.socket_ifs:
+            return plugin[1], "plugin"
         if self.net_hints:
             return self.net_hints.most_common(1)[0][0], "inferred"
         return ("Socket", "sockets") if self.socket_ifs else (None, None)
@@ -148,6 +160,11 @@ class NcclProcess:
         if states:
             return any(s == "enabled" for s in states)
         return None
+
+    def note_plugin_net(self, named: tuple[int, str] | None) -> None:
+        """Keep the surest network a plugin's lines named (the first, of equally sure ones)."""
+        if named is not None and (self.plugin_net is None or named[0] > self.plugin_net[0]):
+            self.plugin_net = named
 
     def absorb(self, later: NcclProcess) -> None:
         """Take in what the same process said later in the log (a parallel scan's next part):
@@ -169,6 +186,7 @@ class NcclProcess:
         self.no_devices = sorted(set(self.no_devices) | set(later.no_devices))
         self.net_hints.update(later.net_hints)
         self.plugin.absorb(later.plugin)
+        self.note_plugin_net(later.plugin_net)
         _bounded_update(self.gdr_hcas, later.gdr_hcas, MAX_DEVICES)
         _bounded_update(self.env, later.env, MAX_ENV)
         _bounded_update(self.links, later.links, MAX_LINKS)

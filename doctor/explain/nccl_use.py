@@ -104,7 +104,8 @@ def _plugin(procs: list[NcclProcess]) -> str | None:
     for p in procs:
         if p.plugin.status() == "failed":
             return f"failed: {p.plugin.errors[0]}"
-    return None
+    # No loader line kept: the version a plugin printed of itself ("aws-ofi-nccl 1.9.1-aws").
+    return next((p.plugin.version for p in procs if p.plugin.version), None)
 
 
 def node_use(host: str, procs: list[NcclProcess], library: str, version: str | None) -> NodeUse:
