@@ -309,10 +309,13 @@ def _symmetric(view: HangView, reach: Reachability | object) -> Finding:
         else:
             cut = "every link among its nodes connects now"
         evidence.append(f"TCP among {compact(list(reach.nodes))}: {cut}")
+    every = (
+        "every rank" if view.live else f"every rank whose text is here ({ranks_text(group.ranks)})"
+    )
     return Finding(
         "hang.symmetric",
         Severity.FAIL,
-        f"every rank waits in the same collective ({group.position.describe()}): no rank is "
+        f"{every} waits in the same collective ({group.position.describe()}): no rank is "
         f"behind; {cut}",
         nodes=nodes,
         evidence=tuple(evidence),

@@ -40,13 +40,19 @@ parser.add_argument(
     action="store_true",
     help="each rank an NCCL host of its own (NCCL_HOSTID, NET/Socket): two ranks on one GPU",
 )
+parser.add_argument(
+    "--ddp_timeout",
+    type=float,
+    default=900.0,
+    help="the process group's timeout in seconds (Hugging Face Trainer's option's name)",
+)
 args = parser.parse_args()
 if args.host_per_rank:  # technical-notes §8.2: NCCL refuses two ranks on one GPU of one host
     os.environ.update(NCCL_HOSTID=f"rank{os.environ['RANK']}", NCCL_NET="Socket")
 
 if args.mode == "vanish" and int(os.environ["RANK"]) == args.rank:
     os.kill(os.getpid(), signal.SIGKILL)
-dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=900))
+dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=args.ddp_timeout))
 rank = dist.get_rank()
 device = torch.device("cpu")
 if args.backend == "nccl":

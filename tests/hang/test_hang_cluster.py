@@ -207,6 +207,30 @@ def test_doctor_run_ends_a_hung_job_with_the_verdict(clean: Cluster, tmp_path: P
     assert found["hang.outside_collective"]["nodes"] == ["node2"]
 
 
+def test_doctor_run_looks_before_the_jobs_own_timeout_and_reports_the_hang_as_a_finding(
+    clean: Cluster, tmp_path: Path
+) -> None:
+    """The job's collective timeout (40 s, its --ddp_timeout) is under --hang-after (300 s): the
+    look comes after 30 s of silence, before the job's watchdog would end the ranks, and the
+    report's findings and summary carry the hang (a CI job reading them sees it fail)."""
+    report = tmp_path / "report.json"
+    argv = doctor_run(clean, tmp_path, "--mode", "sleep", "--rank", "3", "--ddp_timeout", "40")
+    argv[argv.index("--hang-after") + 1] = "300"
+    argv[argv.index("--") : argv.index("--")] = ["--json", str(report)]
+    began = time.monotonic()
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 124, out.stderr[-3000:]
+    assert time.monotonic() - began < 200
+    assert "collective timeout is 40s (--ddp_timeout 40)" in out.stderr
+    assert "doctor: hang: hang.outside_collective: rank 3 on node2 holds the job" in out.stderr
+    doc = json.loads(report.read_text())
+    found = hang_findings(doc)
+    assert list(found) == ["hang.outside_collective"]
+    assert found["hang.outside_collective"]["data"]["ranks"] == [3]
+    assert 3 not in found["hang.outside_collective"]["data"]["reported"]
+    assert doc["summary"]["fail"] >= 1
+
+
 def test_doctor_run_keeps_watching_a_slow_job_that_progresses(
     clean: Cluster, tmp_path: Path
 ) -> None:

@@ -23,6 +23,8 @@ from doctor.explain.hang import pasted_frames as pf
 from doctor.explain.hang.pasted_headers import Labels, Said, read_header
 from doctor.explain.hang.pasted_processes import Dump, Rows, processes
 from doctor.explain.hang.pasted_ps import Table, table_header, table_row
+from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
+from doctor.explain.hang.watchdog import read_watchdog
 from doctor.explain.prefix import Origin
 from doctor.facts.hang.stacks import Frame, JobProcess, Thread, _threads
 
@@ -223,7 +225,9 @@ class _Reader:
         draft = s.draft
         if draft is not None and draft.tool in ("traceback", "pystack", "py-bt"):
             s.gap += 1  # a frame's source line, a caret line, the exception
-            if s.gap > GAP or (draft.tool == "traceback" and pf.EXCEPTION.fullmatch(text)):
+            if draft.tool == "traceback" and pf.EXCEPTION.fullmatch(text) and _reported(text):
+                s.draft = None  # the watchdog's own word, read as such (hang/watchdog.py)
+            elif s.gap > GAP or (draft.tool == "traceback" and pf.EXCEPTION.fullmatch(text)):
                 self._end_thread(s)
         else:
             self._end_thread(s)
@@ -302,6 +306,17 @@ class _Reader:
             self._end_dump(s)
         dumps = sorted(self.dumps, key=lambda d: d.began)
         return processes(dumps, self.rows, self.named, source)
+
+
+def _reported(exception: str) -> bool:
+    """A traceback whose exception is ProcessGroupNCCL's collective timeout (``RuntimeError:
+    [Rank 1] Caught collective operation timeout: WorkNCCL(SeqNum=77, ...)``): the watchdog
+    reader reads that line, collective and number, better than the frames the exception cut
+    short. (Gloo's transport timeouts name no collective: their frames say where it waited.)"""
+    if not any(k in exception for k in WATCHDOG_KEYWORDS):
+        return False
+    said = read_watchdog(exception.split(":", 1)[-1].strip(), Origin())
+    return said is not None and said.kind == "timeout"
 
 
 def _completed(first: Thread, chained: tuple[Frame, ...]) -> Thread:

@@ -32,7 +32,7 @@ from doctor.explain.hang.verdicts import (
 )
 from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
 from doctor.explain.hang.watchdog import WatchdogLine, read_watchdog
-from doctor.explain.prefix import Origin, strip_prefixes
+from doctor.explain.prefix import Origin, splice_at, strip_prefixes
 from doctor.facts.hang.stacks import JobProcess, NodeStacks, StacksFacts, Told
 
 # A file's rank in its name: rank3.log, rank_3, rank-3, proc3, task3, worker3, fr_3,
@@ -58,6 +58,14 @@ OPS = {  # ProcessGroupNCCL's OpType, as Flight Recorder names the collective
     "SEND": "send",
     "RECV": "recv",
     "COALESCED": "coalesced",
+}
+
+
+# Lines that name the ranks behind: TORCH_NCCL_DESYNC_DEBUG's report, Gloo's monitoredBarrier
+# (every collective's, with TORCH_DISTRIBUTED_DEBUG=DETAIL).
+LAGGING = {
+    "desync": ("PyTorch's desync report", "the collective the others wait in"),
+    "barrier": ("Gloo's monitoredBarrier", "the barrier the others passed"),
 }
 
 
@@ -98,6 +106,17 @@ class _Group:
     enqueued: int | None = None
     completed: int | None = None
 
+    def merge(self, other: _Group) -> None:
+        """Another line's record of the same group (a timeout line names no group; the
+        failure line after it does)."""
+        self.name = self.name or other.name
+        if other.seq is not None:
+            self.seq = other.seq if self.seq is None else min(self.seq, other.seq)
+        self.op = self.op or other.op
+        self.numel = self.numel if self.numel != (None, None) else other.numel
+        self.enqueued = other.enqueued if other.enqueued is not None else self.enqueued
+        self.completed = other.completed if other.completed is not None else self.completed
+
 
 @dataclass
 class _Rank:
@@ -109,9 +128,13 @@ class _Rank:
     def take(self, line: WatchdogLine) -> None:
         self.host = self.host or line.host or ""
         self.pid = self.pid or line.pid or 0
-        group = self.groups.setdefault(line.group or "", _Group())
+        named = [k for k in self.groups if k]
+        key = line.group or (named[0] if len(named) == 1 else "")
+        if key and "" in self.groups and not named:  # the lines before named no group
+            self.groups.setdefault(key, _Group()).merge(self.groups.pop(""))
+        group = self.groups.setdefault(key, _Group())
         group.name = group.name or line.group_name or ""
-        if line.seq is not None and line.kind in ("timeout", "failure", "timeout_at"):
+        if line.seq is not None and line.kind in ("timeout", "failure", "timeout_at", "mismatch"):
             group.seq = line.seq if group.seq is None else min(group.seq, line.seq)
         group.op = group.op or line.op
         if line.numel_in is not None or line.numel_out is not None:
@@ -121,12 +144,14 @@ class _Rank:
         if line.completed is not None:
             group.completed = line.completed
 
-    def flight(self, only: str | None) -> dict[str, Any]:
+    def flight(self, only: str | None, ops: dict[tuple[str, int], str]) -> dict[str, Any] | None:
         """Flight Recorder's dump as the watchdog's lines tell it (doctor/facts/hang/flight.py
         reads it): the status per group, and the collective that timed out."""
         status: dict[str, dict[str, int]] = {}
         entries = []
         for key, g in self.groups.items():
+            if g.seq is None and g.enqueued is None and g.completed is None:
+                continue  # a line that tells no number (a dump signal, the heartbeat monitor)
             name = key or (only or "")
             mine = status.setdefault(name, {})
             if g.enqueued is not None:
@@ -137,7 +162,8 @@ class _Rank:
                 mine["last_completed_collective"] = g.seq - 1
             if g.seq is None or (g.enqueued is not None and g.seq > g.enqueued):
                 continue  # nothing timed out here, or a later line says it was never queued
-            op = OPS.get((g.op or "").upper(), (g.op or "collective").lower())
+            said = g.op or ops.get((name, g.seq))  # another rank's line of the same work says
+            op = OPS.get((said or "").upper(), (said or "?").lower())  # "?": not said
             sizes = [[g.numel[0]]] if g.numel[0] is not None else "?"
             entries.append(
                 {
@@ -149,6 +175,8 @@ class _Rank:
                     "frames": [],
                 }
             )
+        if not status:
+            return None
         return {"pg_status": status, "entries": entries, "told_by": "the watchdog's lines"}
 
 
@@ -197,16 +225,34 @@ class Written:
         for line in holding(text, WATCHDOG_KEYWORDS):
             message, origin = strip_prefixes(line)
             said = read_watchdog(message, _with_rank(origin, rank))
+            at = splice_at(message) if said is None else -1
+            if at >= 0:  # a second writer's line spliced in: the words after it are its own
+                message, origin = strip_prefixes(message[at:])
+                said = read_watchdog(message, origin)
             if said is None:
                 continue
-            number = said.rank if said.rank is not None else rank
+            if said.kind in LAGGING:  # the ranks the line says are behind: the cause
+                tool = LAGGING[said.kind]
+                what = f"{(said.op or 'collective').lower()} #{said.seq}" if said.seq else tool[1]
+                self.told.extend(Told(n, "", 0, what, tool[0]) for n in said.peers)
+                continue
+            # A line's own "[PG 3 (TP) Rank 2]" is the rank in its group, the global one in the
+            # default group (and the one a spliced line's text belongs to); else the launcher's
+            # label says the global rank.
+            default = said.group in (None, "", "0") or said.group_name == "default_pg"
+            number = said.rank if said.rank is not None and default else origin.rank
+            number = said.rank if number is None else number
             self.ranks.setdefault(number, _Rank(number, host)).take(said)
 
     def _pasted(self, text: str, source: str, rank: int | None, host: str) -> None:
         peeled = (strip_prefixes(x) for x in text.splitlines())
         lines = ((_with_rank(origin, rank), message) for message, origin in peeled)
-        for process in read_pasted(lines, source):
-            if process.rank is None and rank is not None and process.role == "rank":
+        found = read_pasted(lines, source)
+        # The file's rank is its one process's (a whole machine's ps table in rank3.log is not
+        # every process rank 3).
+        unranked = [p for p in found if p.rank is None and p.role == "rank"]
+        for process in found:
+            if rank is not None and unranked == [process]:
                 process = replace(process, env={**process.env, "RANK": str(rank)})
             if host and not process.node:
                 process = replace(process, node=host)
@@ -229,6 +275,12 @@ class Written:
             return None
         named = {k for r in self.ranks.values() for k in r.groups if k}
         only = next(iter(named)) if len(named) == 1 else None
+        ops = {
+            (key or (only or ""), g.seq): g.op
+            for r in self.ranks.values()
+            for key, g in r.groups.items()
+            if g.op and g.seq is not None
+        }
         by_rank: dict[int | None, JobProcess] = {}
         loose: list[JobProcess] = []
         for number, said in self.ranks.items():
@@ -240,20 +292,17 @@ class Written:
                 role="rank",
                 argv=(),
                 env=env,
-                flight=flight or said.flight(only),
+                flight=flight or said.flight(only, ops),
             )
         for number, dump in self.flights.items():
             if number not in by_rank:
                 by_rank[number] = JobProcess("", 0, "rank", (), {"RANK": str(number)}, flight=dump)
         for process in self.processes:
-            known = by_rank.get(process.rank) if process.rank is not None else None
-            if known is None:
-                if process.rank is not None:
-                    by_rank[process.rank] = process
-                else:
-                    loose.append(process)
+            if process.rank is None or process.role != "rank":  # a worker carries its rank's env
+                loose.append(process)
                 continue
-            by_rank[process.rank] = _merged(known, process)
+            known = by_rank.get(process.rank)
+            by_rank[process.rank] = process if known is None else _merged(known, process)
         nodes: dict[str, list[JobProcess]] = {}
         for process in [*by_rank.values(), *loose]:
             if not process.node and process.pid and (pids or {}).get(process.pid):

@@ -135,7 +135,12 @@ def compare(ranks: list[JobProcess]) -> FlightView:
         done = {who(p): completed(d, group, mine[who(p)]) for p, d in members}
         known = [c for c in done.values() if c is not None]
         front = max(known) + 1 if known else max(marks.values(), default=0)
-        lags += [Lag(p, group, marks[who(p)], front) for p, _ in members if marks[who(p)] < front]
+        # Only a collective some rank enqueued is one the group waits in (every rank done with
+        # all it queued: nobody waits here).
+        if max(marks.values(), default=0) >= front:
+            lags += [
+                Lag(p, group, marks[who(p)], front) for p, _ in members if marks[who(p)] < front
+            ]
         waits = {
             who(p): c
             for p, _ in members
@@ -175,17 +180,20 @@ def _disagreements(
     found = []
     for seq in at:
         calls = {who(p): mine[who(p)].get(seq) for p, _ in members}
-        known = {pid: c for pid, c in calls.items() if c is not None}
+        # A collective read from text may not say its op or sizes ("?"): it agrees with any.
+        known = {pid: c for pid, c in calls.items() if c is not None and c.op != "?"}
         if len(known) < 2:
             continue
         for what, key in (("op", lambda c: c.op), ("sizes", lambda c: f"{c.op} {c.sizes}")):
             sides: dict[str, list[JobProcess]] = {}
+            said = []
             for p, _ in members:
                 c = known.get(who(p))
-                if c is not None:
+                if c is not None and (what == "op" or "?" not in c.sizes):
                     label = key(c) + (f" at {c.site.where()}" if c.site else "")
                     sides.setdefault(label, []).append(p)
-            if len({key(c) for c in known.values()}) > 1:
+                    said.append(c)
+            if len({key(c) for c in said}) > 1:
                 found.append(Mismatch(group, seq, sides, what))
                 break
     return found

@@ -73,7 +73,8 @@ class Position:
         if self.kind == "collective":
             if self.site is None and self.seq is not None:  # from text: no stack, a number
                 group = f" of process group {self.group}" if self.group else ""
-                return f"{self.op} #{self.seq}{group}"
+                op = self.op if self.op not in (None, "?") else "collective"  # text said none
+                return f"{op} #{self.seq}{group}"
             return f"{self.op} called at {where}"
         if self.kind == "device":
             return f"waiting on the GPU at {where}"

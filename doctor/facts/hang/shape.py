@@ -254,7 +254,9 @@ def _mismatch(groups: list[Group], flight: FlightView) -> Sides | None:
     if flight.mismatches:
         m = flight.mismatches[0]
         return Sides(m.what, {k: tuple(v) for k, v in m.sides.items()}, "Flight Recorder")
-    calls = [g for g in groups if g.position.kind == "collective"]
+    # Stacks name the call site; a collective known only by its number (text, Flight
+    # Recorder) is compared by the number, above.
+    calls = [g for g in groups if g.position.kind == "collective" and g.position.site]
     if len(calls) < 2:
         return None
     ops = {g.position.op for g in calls}

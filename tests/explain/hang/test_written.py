@@ -130,3 +130,81 @@ def test_file_names_give_ranks() -> None:
         "slurm/out_1.log": 1,
         "slurm/out_2.log": 2,
     }
+
+
+WATCHDOG = ROOT / "fixtures" / "logs" / "hang" / "watchdog"
+GLOO = ROOT / "fixtures" / "logs" / "hang" / "gloo"
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "ranks"),
+    [
+        # Written from ProcessGroupNCCL.cpp's wordings (no GPU here; each file's first line says
+        # which version): the rank whose last enqueued work is below the one the others wait
+        # in, in its own process group, and only it.
+        ("v2.3-dump.log", "hang.outside_collective", [3]),
+        ("v2.4-subgroups-kubectl.log", "hang.outside_collective", [6]),  # global rank 6 (TP 2)
+        ("v2.5-guid-ray.log", "hang.outside_collective", [2]),
+        ("v2.6-today-journald.log", "hang.outside_collective", [2]),
+        ("spliced.log", "hang.outside_collective", [2]),  # its line spliced after rank 0's head
+        ("v2.2-pg.log", "hang.outside_collective", [1]),  # the desync report's lagging rank
+        ("desync-report.log", "hang.outside_collective", [3, 5, 6]),
+        ("v2.0-mpirun.log", "hang.symmetric", []),
+        ("blocking-wait.log", "hang.one_rank", []),
+        ("v2.2-dev-monitor.log", "hang.one_rank", []),
+    ],
+)
+def test_every_ranks_watchdog_lines_name_the_rank_behind(
+    name: str, code: str, ranks: list[int]
+) -> None:
+    (found,) = hang(WATCHDOG / name)
+    assert (found["code"], found["data"]["ranks"]) == (code, ranks), found["summary"]
+    assert not set(ranks) & set(found["data"]["reported"])
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "ranks"),
+    [
+        # Real Gloo jobs (torch 2.13, tests/explain/hang/capture_gloo.py).
+        ("monitored-barrier-late-rank.log", "hang.outside_collective", [1]),
+        ("monitored-barrier-late-root.log", "hang.outside_collective", [0]),
+        ("monitored-barrier-wait-all.log", "hang.outside_collective", [1, 2]),
+        ("allreduce-late-rank-detail.log", "hang.outside_collective", [1]),
+        ("mismatch-detail.log", "hang.mismatch", [0, 1]),
+        ("allreduce-late-rank.log", "hang.one_rank", []),  # the late rank printed nothing
+    ],
+)
+def test_a_real_gloo_jobs_output_names_the_late_rank(
+    name: str, code: str, ranks: list[int]
+) -> None:
+    (found,) = hang(GLOO / name)
+    assert (found["code"], found["data"]["ranks"]) == (code, ranks), found["summary"]
+
+
+def test_every_rank_at_its_first_collective_names_the_path(tmp_path: Path) -> None:
+    """Two nodes' ranks each time out in SeqNum 1 (written from ProcessGroupNCCL.cpp 2.5's
+    wording): no rank is behind; the preflight's reachability and NIC checks are the next step."""
+    lines = []
+    for rank, host in ((0, "node1"), (1, "node1"), (2, "node2"), (3, "node2")):
+        lines.append(
+            f"[rank{rank}]:[E1127 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {rank}] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600021 milliseconds before "
+            "timing out."
+        )
+        lines.append(
+            f"{host}:{4000 + rank}:{4000 + rank} [{rank % 2}] NCCL INFO cudaDriverVersion 12040"
+        )
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    (found,) = hang(log)
+    assert found["code"] == "hang.first_collective" and found["data"]["ranks"] == []
+    assert found["data"]["reported"] == [0, 1, 2, 3]
+    assert found["data"]["related_checks"] == ["reach.tcp", "nics.nccl"]
+
+
+def test_the_watchdogs_signature_names_no_rank_as_its_cause() -> None:
+    doc = explain_json(explain([str(WATCHDOG / "v2.3-dump.log")]))
+    for f in doc["findings"]:
+        if f["code"] == "torch.nccl.watchdog_timeout":
+            assert "ranks" not in f["data"] and "[reported by rank" in f["summary"]
