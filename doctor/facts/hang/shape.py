@@ -200,11 +200,11 @@ def _odd(
     for lag in flight.lags:
         p = lag.process
         where = positions.get(who(p), Position("unknown"))
-        group = f" of process group {lag.group}" if lag.group not in ("", "0") else ""
-        told = str((p.flight or {}).get("told_by") or "Flight Recorder")
+        of = f" of process group {lag.group}" if lag.group not in ("", "0") else ""
+        by = str((p.flight or {}).get("told_by") or "Flight Recorder")
         why = (
-            f"enqueued up to collective #{lag.enqueued}, the others wait in #{lag.others}{group} "
-            f"({told})"
+            f"enqueued up to collective #{lag.enqueued}, the others wait in #{lag.others}{of} "
+            f"({by})"
         )
         _add(found, Odd(p, where, why, _child(stacks, p)))
     for behind in ras.lags if ras else []:
@@ -219,11 +219,11 @@ def _odd(
             "(NCCL RAS)"
         )
         _add(found, Odd(held, where, why, _child(stacks, held)))
-    for told in stacks.told:
-        held = next((r for r in ranks if r.rank == told.rank), None)
-        held = held or _told_rank(told.rank, told.node, told.pid)
+    for verdict in stacks.told:
+        held = next((r for r in ranks if r.rank == verdict.rank), None)
+        held = held or _told_rank(verdict.rank, verdict.node, verdict.pid)
         where = positions.get(who(held), Position("unknown"))
-        _add(found, Odd(held, where, f"not in {told.collective} ({told.tool})"))
+        _add(found, Odd(held, where, f"not in {verdict.collective} ({verdict.tool})"))
     return sorted(found.values(), key=lambda o: (o.process.rank or 0, o.process.node))
 
 
