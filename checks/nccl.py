@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from doctor.core.model import Finding, Fix, Missing, Severity
-from doctor.facts.nccl.libraries import NcclFacts, NcclLibrary
+from doctor.facts.nccl.libraries import LOGGED, NcclFacts, NcclLibrary
 from doctor.facts.node import NodeFacts
 from doctor.plugin import Skip, need, node_check
 
@@ -68,7 +68,12 @@ def nccl_libraries(facts: NodeFacts) -> Iterator[Finding]:
             fix=NONE_FIX,
         )
         return
-    for lib in nccl.libraries:
+    # A pasted NCCL_DEBUG=INFO log stands for the library it shows: one without a version line
+    # is an excerpt that left it out, not a library that failed to load.
+    shown = [lib for lib in nccl.libraries if lib.path != LOGGED or isinstance(lib.version, str)]
+    if not shown:
+        raise Skip("the pasted NCCL log shows no version line: no library to judge")
+    for lib in shown:
         if isinstance(lib.version, Missing):
             yield Finding(
                 "nccl.unloadable",

@@ -21,6 +21,13 @@ class Kind(NamedTuple):
     # Its output has lines that begin with "# " (nccl-tests' header and tables): inside it, or
     # where one opens it, such a line is output, not a comment the paster added.
     hash_lines: bool = False
+    # Its output is a job's log, where the program's own prints come between its lines: a line
+    # another kind (or a prompt) recognises splits it into several segments, which are one
+    # output. Everything from its first segment to the end of its last is parsed as one text.
+    whole: bool = False
+    # A prompt echoing a command this matches (at its start) opens an output of this kind: a
+    # job's launch (``$ srun ...``), whose log may open with lines no kind knows.
+    command: str = ""
 
 
 def matcher(*patterns: str) -> Callable[[str], bool]:

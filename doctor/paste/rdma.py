@@ -234,7 +234,9 @@ def parse_show_gids(text: str) -> dict[str, Any]:
 
 RDMA_KINDS = [
     Kind("ibstat", matcher(r"\s*CA '[^']+'\s*$"), parse_ibstat),
-    Kind("ibv_devinfo", matcher(r"\s*hca_id:\s"), parse_ibv_devinfo),
+    # "hca_id:\tmlx4_0", or "hca_id:mlx4_0" where a copy lost the tabs devinfo.c separates
+    # its fields with (the fields read the same: _value).
+    Kind("ibv_devinfo", matcher(r"\s*hca_id:\s*\S"), parse_ibv_devinfo),
     Kind("rdma link", lambda line: _RDMA_LINK.match(line) is not None, parse_rdma_link),
     Kind("ibdev2netdev", lambda line: _IBDEV2NETDEV.match(line) is not None, parse_ibdev2netdev),
     Kind(

@@ -3,9 +3,10 @@
 Each argument is a file, a folder of files, ``NODE=FILE`` (or ``NODE=DIR``, ``NODE=-``) or ``-``
 (stdin, the node named by ``--node``). A file names its node by its stem. A file holding a
 `doctor collect --save-raw` capture is that capture; any other file is pasted text, split into
-segments (doctor/paste/split.py), each parsed by its kind into a capture fragment, the fragments
-merged into one synthesized capture per node whose ``probe`` header says it was pasted. Inputs
-naming the same node merge.
+segments (doctor/paste/split.py), each parsed by its kind into a capture fragment (a job's log,
+which the program's own prints split, as one: Kind.whole), the fragments merged into one
+synthesized capture per node whose ``probe`` header says it was pasted. Inputs naming the same
+node merge.
 
 Every input is bounded: at most MAX_INPUT_BYTES are read from each (the rest is dropped and the
 header says so), lines are cut at MAX_LINE_CHARS, a folder gives at most MAX_FOLDER_FILES.
@@ -25,7 +26,7 @@ from doctor.core.errors import UsageError
 from doctor.core.jsonable import loads
 from doctor.paste.kind import Kind, merge
 from doctor.paste.registry import KINDS, kinds_line
-from doctor.paste.split import split
+from doctor.paste.split import Segment, split
 
 MAX_INPUT_BYTES = 8 << 20
 MAX_LINE_CHARS = 16 << 10
@@ -138,16 +139,23 @@ def document(label: str, data: bytes, truncated: bool, kinds: Sequence[Kind] = K
     text = "\n".join(line[:MAX_LINE_CHARS] for line in text.split("\n"))
     doc: dict[str, Any] = {section: {} for section in SECTIONS}
     records = []
-    for segment in split(text, kinds):
+    segments = split(text, kinds)
+    whole = _whole(segments)
+    for index, segment in enumerate(segments):
         record: dict[str, Any] = {"input": label, "line": segment.first_line}
         if segment.command:
             record["command"] = segment.command[:200]
-        fragment = _parse(segment.kind, segment.text) if segment.kind else {}
-        record["kind"] = segment.kind.name if segment.kind and fragment else None
-        if not fragment:
-            first = next((ln.strip() for ln in segment.lines if ln.strip()), "")
-            record["first"] = first[:120]
+        kind = segment.kind
+        if kind is not None and kind.name in whole:
+            fragment, at = whole[kind.name]
+            merged = index == at  # one output: merged once, at its first segment
         else:
+            fragment, merged = (_parse(kind, segment.text) if kind else {}), True
+        record["kind"] = kind.name if kind and fragment else None
+        if not fragment:
+            opening = next((ln.strip() for ln in segment.lines if ln.strip()), "")
+            record["first"] = opening[:120]
+        elif merged:
             merge(doc, {k: v for k, v in fragment.items() if k in SECTIONS})
         records.append(record)
     if not any(r["kind"] for r in records):
@@ -159,6 +167,22 @@ def document(label: str, data: bytes, truncated: bool, kinds: Sequence[Kind] = K
         header["truncated"] = [f"{label}: only the first {MAX_INPUT_BYTES} bytes were read"]
     doc["probe"] = header
     return doc
+
+
+def _whole(segments: list[Segment]) -> dict[str, tuple[dict[str, Any], int]]:
+    """Each whole kind's (Kind.whole: a job's log) fragment, parsed from the text of all the
+    segments from its first to its last (the program's prints, and other kinds' lines, between
+    its lines included), and the index of its first segment."""
+    spans: dict[str, tuple[Kind, int, int]] = {}
+    for index, segment in enumerate(segments):
+        kind = segment.kind
+        if kind is not None and kind.whole:
+            first = spans[kind.name][1] if kind.name in spans else index
+            spans[kind.name] = (kind, first, index)
+    return {
+        name: (_parse(kind, "".join(s.text for s in segments[first : last + 1])), first)
+        for name, (kind, first, last) in spans.items()
+    }
 
 
 def _saved_capture(label: str, text: str) -> dict | None:

@@ -6,7 +6,8 @@ indentation it was pasted with (``unindent``). Then a line that a kind's ``start
 opens a segment of that kind (a segment of the same kind goes on: every interface of ``ip addr``
 opens like the first). A shell prompt line
 (``$ cmd``, ``user@host:~$ cmd``, ``[root@h ~]# cmd``) closes the segment before it: the output
-that follows belongs to whatever kind recognises its first lines, or to none, so an output that
+that follows belongs to the kind its command names (Kind.command: a job's launch), else to
+whatever kind recognises its first lines, or to none, so an output that
 no kind knows between two known ones is reported on its own and swallows neither.
 """
 
@@ -66,6 +67,10 @@ def _kind_of(line: str, kinds: Sequence[Kind]) -> Kind | None:
         if kind.starts(line):
             return kind
     return None
+
+
+def _kind_of_command(command: str, kinds: Sequence[Kind]) -> Kind | None:
+    return next((k for k in kinds if k.command and re.match(k.command, command)), None)
 
 
 def _margin(lines: list[str]) -> str:
@@ -146,8 +151,9 @@ def split(text: str, kinds: Sequence[Kind]) -> list[Segment]:
         kind = None if prompt else _kind_of(line, kinds)
         if prompt:
             segments.append(current)
-            current = Segment(None, number, command=prompt.group("cmd").strip())
-            after_prompt = True
+            command = prompt.group("cmd").strip()
+            current = Segment(_kind_of_command(command, kinds), number, command=command)
+            after_prompt = current.kind is None
             continue
         if kind is not None and (current.kind is None or kind.name != current.kind.name):
             if current.kind is None and (after_prompt or _head(current)):
