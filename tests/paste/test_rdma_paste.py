@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from doctor.core.model import Missing
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.network.rdma import RdmaFacts, parse_rdma
@@ -111,3 +114,66 @@ def test_pastes_combine_and_the_rdma_check_judges_only_what_they_show() -> None:
 def test_no_rdma_paste_means_unknown_not_none() -> None:
     rdma = parse_rdma(read_text(pasted("netns-ip-a.txt")))
     assert isinstance(rdma, Missing) and rdma.kind == "unsupported"
+
+
+# ibv_devinfo of a dual-port mlx4 (written from libibverbs' devinfo.c: the fixture's header), two
+# HCAs of it, pasted under the prompt that ran it, its tab-separated fields kept, expanded, turned
+# into spaces or lost by the copy, with libibverbs' stderr (libibverbs/dynamic_driver.c: PFX
+# "Warning: couldn't load driver '%s': %s\n", PFX "libibverbs: "), an elision or blank lines
+# between the lines that matter, as it is quoted in an issue or not.
+MLX4 = written_blocks("written-ibv_devinfo-mlx4.txt")["full"]
+TWO_MLX4 = MLX4 + "\n" + MLX4.replace("mlx4_0", "mlx4_1")
+PROMPTS = [
+    "user@host:~$ ibv_devinfo",
+    "[root@gpu01 ~]# ibv_devinfo -v",
+    "(base) me@node3:~/run$ /usr/bin/ibv_devinfo",
+    "$ sudo ibv_devinfo",
+    "root@c7a1b2:/workspace# ibv_devinfo | cat",
+]
+NOISE = [
+    "libibverbs: Warning: couldn't load driver 'libmlx5-rdmav34.so': libmlx5-rdmav34.so: cannot "
+    "open shared object file: No such file or directory",
+    "libibverbs: Warning: couldn't load driver 'cxgb4'.",
+    "...",
+    "",
+]
+COPIES = {
+    "tabs": lambda text: text,
+    "expanded": lambda text: text.expandtabs(8),
+    "spaces": lambda text: text.replace("\t", " "),
+    "lost": lambda text: text.replace("\t", ""),
+}
+SHOWN = {
+    "fenced": lambda text: f"```console\n{text}```\n",
+    "indented": lambda text: "".join(f"    {line}\n" for line in text.splitlines()),
+    "quoted": lambda text: "".join(f"> {line}\n" for line in text.splitlines()),
+    "plain": lambda text: text,
+}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    prompt=st.sampled_from(PROMPTS),
+    copy=st.sampled_from(sorted(COPIES)),
+    shown=st.sampled_from(sorted(SHOWN)),
+    noise=st.lists(st.tuples(st.integers(1, 60), st.sampled_from(NOISE)), max_size=6),
+    crlf=st.booleans(),
+)
+def test_ibv_devinfo_under_its_prompt_however_copied(
+    prompt: str, copy: str, shown: str, noise: list[tuple[int, str]], crlf: bool
+) -> None:
+    lines = COPIES[copy](TWO_MLX4).splitlines()
+    for at, line in sorted(noise, key=lambda x: -x[0]):
+        lines.insert(min(at, len(lines)), line)
+    text = SHOWN[shown]("\n".join([prompt, *lines]) + "\n")
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    rdma = rdma_of(text)
+    want = {"1": (4, "InfiniBand"), "2": (1, "Ethernet")}
+    assert {
+        h.name: {str(p.number): (p.state, p.link_layer) for p in h.ports} for h in rdma.hcas
+    } == {
+        "mlx4_0": want,
+        "mlx4_1": want,
+    }
+    assert {h.fw_ver for h in rdma.hcas} == {"2.42.5000"}
