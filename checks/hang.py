@@ -47,7 +47,12 @@ CODES = {
 
 def ranks_text(ranks: list[JobProcess] | tuple[JobProcess, ...]) -> str:
     numbers = sorted({r.rank for r in ranks if r.rank is not None})
-    shown = compact([str(n) for n in numbers]) if numbers else "?"
+    if not numbers:  # text may give no rank: the pids, else how many processes
+        pids = sorted({r.pid for r in ranks if r.pid > 0})
+        if pids and len(pids) == len(ranks):
+            return f"pid{'s' if len(pids) != 1 else ''} {', '.join(str(p) for p in pids)}"
+        return "a process" if len(ranks) == 1 else f"{len(ranks)} processes"
+    shown = compact([str(n) for n in numbers])
     return f"rank{'s' if len(numbers) != 1 else ''} {shown.strip('[]')}"
 
 
@@ -144,7 +149,7 @@ def _data(view: HangView, cause: Sequence[JobProcess], **more: Any) -> dict[str,
     reported = sorted({r.rank for r in view.ranks if who(r) not in named and r.rank is not None})
     data: dict[str, Any] = {"ranks": [n for n in numbers], "reported": reported}
     data["pids"] = [
-        {"rank": r.rank, "node": r.node, "pid": r.pid} for r in cause if r.pid or r.node
+        {"rank": r.rank, "node": r.node, "pid": max(r.pid, 0)} for r in cause if r.pid > 0 or r.node
     ]
     if view.waiting:
         data["collective"] = view.waiting[0].position.describe()
@@ -256,7 +261,7 @@ def _outside(view: HangView) -> Iterator[Finding]:
             tuple(
                 f"ssh {o.process.node} py-spy dump --pid {o.process.pid} --native"
                 for o in view.odd[:3]
-                if o.process.node and o.process.pid
+                if o.process.node and o.process.pid > 0
             ),
         ),
         data=_data(view, odd_ranks),
@@ -367,8 +372,8 @@ def _one_rank(view: HangView) -> Finding:
     return Finding(
         "hang.one_rank",
         Severity.WARN,
-        f"only {rank.label()}'s text is here: it waited in {where} until its timeout; which "
-        "rank held it, the text of one rank cannot say",
+        f"only {rank.label()}'s text is here: it waits in {where}; which rank held it, the "
+        "text of one rank cannot say",
         nodes=(),
         fix=Fix(
             "Give the doctor every rank's output (torchrun --log-dir, Slurm's %t outputs, one "

@@ -303,6 +303,11 @@ class Written:
                 continue
             known = by_rank.get(process.rank)
             by_rank[process.rank] = process if known is None else _merged(known, process)
+        # A process the text gives neither a rank nor a pid (faulthandler's dumps) is still one
+        # process of its own: a number below zero keeps it apart, and is never shown.
+        loose = [
+            p if p.pid or p.rank is not None else replace(p, pid=-i) for i, p in enumerate(loose, 1)
+        ]
         nodes: dict[str, list[JobProcess]] = {}
         for process in [*by_rank.values(), *loose]:
             if not process.node and process.pid and (pids or {}).get(process.pid):

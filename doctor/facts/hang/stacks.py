@@ -119,7 +119,7 @@ class JobProcess:
     def label(self) -> str:
         """``rank 3 (node2, pid 4242)``: what the evidence knows (text may give no node or pid)."""
         rank = f"rank {self.rank}" if self.rank is not None else "a process"
-        where = ", ".join(([self.node] if self.node else []) + [f"pid {self.pid}"] * bool(self.pid))
+        where = ", ".join(([self.node] if self.node else []) + [f"pid {self.pid}"] * (self.pid > 0))
         return f"{rank} ({where})" if where else rank
 
 

@@ -208,3 +208,45 @@ def test_the_watchdogs_signature_names_no_rank_as_its_cause() -> None:
     for f in doc["findings"]:
         if f["code"] == "torch.nccl.watchdog_timeout":
             assert "ranks" not in f["data"] and "[reported by rank" in f["summary"]
+
+
+PASTED = ROOT / "fixtures" / "logs" / "hang" / "pasted"
+
+
+def pasted(tmp_path: Path, *names: str) -> list[dict[str, Any]]:
+    """Real captures (tests/fixtures/logs/hang/pasted/README.md) pasted one after another into
+    one text, as a user pastes them into an issue: no file names to give ranks."""
+    paste = tmp_path / "paste.txt"
+    paste.write_bytes(b"".join((PASTED / n).read_bytes() for n in names))
+    return hang(paste)
+
+
+def test_pasted_py_spy_dumps_name_the_process_in_its_dataloader(tmp_path: Path) -> None:
+    """Ranks 0 and 2 wait in all_reduce; rank 1 (pid 13132) waits for its DataLoader worker."""
+    names = ("pyspy_rank0_allreduce.txt", "pyspy_rank1_subprocesses.txt", "pyspy_rank2_locals.txt")
+    (found,) = pasted(tmp_path, *names)
+    assert found["code"] == "hang.outside_collective"
+    assert [p["pid"] for p in found["data"]["pids"]] == [13132]
+    assert "waiting for its DataLoader" in found["summary"]
+
+
+def test_pdsh_output_names_the_node_and_pid(tmp_path: Path) -> None:
+    (found,) = pasted(tmp_path, "pdsh_pyspy.txt")
+    assert found["nodes"] == ["node2"] and found["data"]["pids"][0]["pid"] == 13132
+
+
+def test_faulthandler_dumps_without_pids_stay_three_processes(tmp_path: Path) -> None:
+    (found,) = pasted(tmp_path, "faulthandler_usr1.txt")
+    assert found["code"] == "hang.outside_collective" and "2 wait in all_reduce" in found["summary"]
+
+
+def test_a_broadcast_against_the_others_allreduce_is_a_mismatch(tmp_path: Path) -> None:
+    (found,) = pasted(tmp_path, "pyspy_rank0_op.txt", "pyspy_rank1_broadcast.txt")
+    assert found["code"] == "hang.mismatch"
+    assert "broadcast called at job.py:92" in found["summary"]
+
+
+def test_a_sigint_traceback_names_the_rank(tmp_path: Path) -> None:
+    (found,) = pasted(tmp_path, "traceback_sigint_rank1.txt")
+    assert found["code"] == "hang.outside_collective" and found["data"]["ranks"] == [1]
+    assert found["data"]["reported"] == [0, 2]
