@@ -116,3 +116,31 @@ def test_text_that_shows_some_ranks_makes_no_other_rank_gone() -> None:
     world = {"RANK": "0", "WORLD_SIZE": "8"}
     facts = written(JobProcess("a", 1, "rank", (), world, flight=dump(5, 4, waits)))
     assert hang_view(facts, "job").gone == ()
+
+
+def test_a_process_in_uninterruptible_io_is_the_one_named() -> None:
+    """A paste of stacks and a ps table: three ranks wait in a barrier (their stacks), the fourth
+    has no stack, only its ps line in state D (a filesystem freeze): it is the odd one."""
+    from doctor.facts.hang.stacks import Frame, Sample, Thread
+
+    barrier = (
+        Frame("barrier", "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", 4),
+        Frame("<module>", "train.py", 9),
+    )
+    waiting = [
+        JobProcess(
+            "n1",
+            100 + r,
+            "rank",
+            (),
+            {"RANK": str(r)},
+            threads=(Thread("MainThread", 100 + r, True, barrier),),
+        )
+        for r in range(3)
+    ]
+    frozen = JobProcess(
+        "n2", 200, "rank", (), {"RANK": "3"}, last=Sample("D", 0, None, "rpc_wait_bit_killable")
+    )
+    (found,) = verdict(written(*waiting, frozen))
+    assert found.code == "hang.outside_collective" and found.data["ranks"] == [3]
+    assert "uninterruptible I/O (state D)" in found.summary and found.nodes == ("n2",)
