@@ -8,7 +8,7 @@ from checks.allreduce import CODES
 from doctor.core.model import Severity
 from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RankState, RunResult
 from doctor.nodes.inventory import Node
-from doctor.stages.allreduce.groups import TEST_BYTES, group_plan, search_mode, slow_links, trial
+from doctor.stages.allreduce.groups import group_plan, search_mode, slow_links, trial
 from doctor.stages.allreduce.search import search
 from tests.allreduce.stagekit import judge
 from tests.allreduce.test_search import TEN_MBIT, Fleet, names
@@ -24,7 +24,7 @@ def done(rank: int, n: int, gbps: dict[int, float] | None = None) -> RankState:
     """A rank that passed, with its ring links' timings (both ways) at ``gbps`` (default 1)."""
     s = RankState(rank, f"node{rank + 1}", phase="done")
     s.verify = {"wrong": 0, "elems": 16}
-    s.sweep = [{"bytes": TEST_BYTES, "time_s": 0.01}]
+    s.sweep = [{"bytes": 1 << 20, "time_s": 0.01}]
     for dst in ((rank + 1) % n, (rank - 1) % n):
         speed = min((gbps or {}).get(rank, 1.0), (gbps or {}).get(dst, 1.0))
         s.links.append({"src": rank, "dst": dst, "bytes": LINK, "time_s": LINK / speed / 1e9})
@@ -83,7 +83,7 @@ def test_a_slow_start_proves_nothing_and_searches_nothing() -> None:
 def test_a_group_run_reads_as_a_trial() -> None:
     good = trial(passed(4))
     assert good.passed is True and good.busbw_gbps is not None
-    assert abs(good.busbw_gbps - TEST_BYTES / 0.01 / 1e9 * 2 * 3 / 4) < 1e-9
+    assert abs(good.busbw_gbps - (1 << 20) / 0.01 / 1e9 * 2 * 3 / 4) < 1e-9
     bad = trial(failed(4))
     assert bad.passed is False and "rank 3 (node4)" in bad.headline
     # Rank 0 had not answered yet, and did not fail: nothing proved.
@@ -94,7 +94,16 @@ def test_a_group_run_reads_as_a_trial() -> None:
 def test_a_group_plan_renumbers_its_ranks_and_sends_one_size() -> None:
     sub = group_plan(plan(8), ("node3", "node7"))
     assert [(r.rank, r.node.name) for r in sub.ranks] == [(0, "node3"), (1, "node7")]
-    assert sub.sizes == (TEST_BYTES,) and sub.master.name == "node3" and sub.port == 29500
+    assert sub.sizes == (1 << 20,) and sub.master.name == "node3" and sub.port == 29500
+
+
+def test_a_larger_group_sends_more_so_its_steps_carry_as_much() -> None:
+    # 2(n-1) meetings a ring: latency grows with the group, a slow link's share does not.
+    sizes = {
+        n: group_plan(plan(n), tuple(f"node{i + 1}" for i in range(n))).sizes
+        for n in (8, 16, 32, 64)
+    }
+    assert sizes == {8: (1 << 20,), 16: (2 << 20,), 32: (4 << 20,), 64: (4 << 20,)}
 
 
 def judged(found: object) -> list:

@@ -3,7 +3,9 @@ the search's rounds (search.py) run as small allreduces, each group the stage's 
 (run.py) on its nodes, every group of a round at once.
 
 A group's test sends one size, large enough that a slow link's time is its bytes and not the
-ranks' latency (on a loaded machine, tens of ranks take milliseconds to meet at every step).
+ranks' latency: a ring of n ranks meets 2(n-1) times per allreduce, each meeting milliseconds on a
+loaded machine, while a slow link's share is about twice the size whatever n. So the size grows
+with the group (RANK_BYTES a rank, from 1 MiB to 4 MiB): what one step carries stays the same.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from doctor.nodes.transport.launch import Launcher
 from doctor.stages.allreduce.run import run_plan
 from doctor.stages.allreduce.search import MIN_GAP, Stopped, Trial, search
 
-TEST_BYTES = 1 << 20
+RANK_BYTES = 128 << 10
+TEST_BYTES = (1 << 20, 4 << 20)  # the least and the most a group's test sends
 MIN_NODES = 4  # fewer: no two parts of two nodes, nor a control beside a suspect
 WAIT = 0.2  # seconds between looks at a round's groups (Ctrl-C is seen in between)
 
@@ -64,10 +67,11 @@ def trial(run: RunResult) -> Trial:
 def group_plan(plan: Plan, group: tuple[str, ...]) -> Plan:
     """The whole run's plan on the ranks of ``group``'s nodes, numbered from 0."""
     ranks = [r for r in plan.ranks if r.node.name in group]
+    low, high = TEST_BYTES
     return replace(
         plan,
         ranks=tuple(Rank(i, r.node, r.local_rank) for i, r in enumerate(ranks)),
-        sizes=(TEST_BYTES,),
+        sizes=(min(high, max(low, RANK_BYTES * len(ranks))),),
         link_bytes=MIN_LINK_BYTES,
     )
 
