@@ -77,8 +77,10 @@ def _hang(
         data, whole = tails[name] if name in tails else _tail(name)
         if data and (whole or hung):
             read[name] = (data, whole)
-    if not read:
-        return
+    from doctor.explain.hang.signs import shows_hang
+
+    if not any(shows_hang(data) for data, _ in read.values()):
+        return  # nothing a hang leaves: the readers are not even imported
     from doctor.explain.hang.written import Written, file_ranks  # only where a hang may be
 
     written = Written()

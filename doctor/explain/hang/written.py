@@ -23,6 +23,7 @@ from typing import Any
 
 from doctor.explain.hang.pasted import KEYWORDS as PASTED_KEYWORDS
 from doctor.explain.hang.pasted import read_pasted
+from doctor.explain.hang.signs import DUMP_STARTS
 from doctor.explain.hang.verdicts import KEYWORDS as VERDICT_KEYWORDS
 from doctor.explain.hang.verdicts import (
     find_ras,
@@ -203,7 +204,7 @@ class Written:
         output it is, where the caller knows: doctor run) for lines that give none. ``stacks``:
         look for pasted stacks and process tables too (read line by line: a paste's, not a
         large log's tail)."""
-        dump = read_flight_dump(data) if data[:1] in (b"\x80", b"{") else None
+        dump = read_flight_dump(data) if data.startswith(DUMP_STARTS) else None
         if dump is not None:
             number = dump.get("rank", rank)
             if isinstance(number, int):

@@ -250,3 +250,15 @@ def test_a_sigint_traceback_names_the_rank(tmp_path: Path) -> None:
     (found,) = pasted(tmp_path, "traceback_sigint_rank1.txt")
     assert found["code"] == "hang.outside_collective" and found["data"]["ranks"] == [1]
     assert found["data"]["reported"] == [0, 2]
+
+
+def test_every_readers_keyword_holds_a_sign_the_scan_looks_for() -> None:
+    """scan.py imports the hang readers only where a log holds one of SIGNS: each keyword a
+    reader accepts text by must hold one, or text it reads would never reach it."""
+    from doctor.explain.hang.pasted import KEYWORDS as PASTED
+    from doctor.explain.hang.signs import SIGNS
+    from doctor.explain.hang.verdicts import KEYWORDS as VERDICTS
+    from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG
+
+    for keyword in (*PASTED, *VERDICTS, *WATCHDOG):
+        assert any(sign in keyword.encode() for sign in SIGNS), keyword
