@@ -97,7 +97,15 @@ def test_two_ranks_verify_exactly_and_sweep() -> None:
     doc = run.to_json()
     assert doc["status"] == "passed" and doc["verified"] is True
     assert {r["phase"] for r in doc["ranks"]} == {"done"}
+    # One OpenMP thread per rank, as torchrun gives each: ranks sharing CPUs spin no others.
+    assert [r.env.get("OMP_NUM_THREADS") for r in run.ranks] == ["1", "1"]
     assert not survivors([r.pid for r in run.ranks if r.pid])
+
+
+def test_the_environment_may_give_the_ranks_more_openmp_threads() -> None:
+    run = run_plan(local_plan(2, env={"OMP_NUM_THREADS": "2"}), LocalLauncher())
+    assert run.status == "passed", run.headline()
+    assert [r.env.get("OMP_NUM_THREADS") for r in run.ranks] == ["2", "2"]
 
 
 def test_a_hung_node_is_killed_at_its_deadline_and_named(tmp_path: Path) -> None:

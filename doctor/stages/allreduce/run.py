@@ -25,6 +25,7 @@ REPORTED_ENV = (
     "NCCL_HOSTID",
     "MASTER_ADDR",
     "MASTER_PORT",
+    "OMP_NUM_THREADS",  # 1 unless set (the worker's default, as torchrun's)
 )
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET"}
 # Past a phase's own deadline the worker usually reports its own timeout; wait this much for it.

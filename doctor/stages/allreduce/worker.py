@@ -15,10 +15,9 @@ rank is: ``{"ev": "phase", "phase": ...}`` on entering a phase, ``{"ev": "fail",
 phase fails, and result lines (``verify``, ``sweep``, ``link``). Phases, in order: launch,
 rendezvous, init, first_allreduce, verify, sweep, teardown, done.
 
-The sweep is sized by time: sizes double until the bus bandwidth stops growing or the time
-budget is spent (``sizes`` forces a list instead); the link test then sends each ring link about
-LINK_S seconds' worth at the rate the sweep measured, so a 10 Mbit/s link costs what a fast one
-does, and no less than enough to tell the link from scheduling noise.
+The sweep is sized by time: sizes double until the bus bandwidth stops growing or the budget is
+spent (``sizes`` forces a list); each ring link then gets about LINK_S seconds' worth at the rate
+measured, so a 10 Mbit/s link costs what a fast one does (never too little to tell from noise).
 """
 
 import contextlib
@@ -437,13 +436,15 @@ def main(argv):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    # As torchrun does: one OpenMP thread per rank unless set. Ranks sharing CPUs (a node's GPUs,
+    # a bed's nodes), each spinning a thread per core, made a 64-rank verify take 61 s, not 1.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     return run_rank(spec, word)
 
 
 if __name__ == "__main__":
     code = main(sys.argv)
-    EVENTS.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (EVENTS, sys.stdout, sys.stderr):
+        stream.flush()
     # os._exit: a wedged Gloo/NCCL thread must not keep a finished rank alive.
     os._exit(code)
