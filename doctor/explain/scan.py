@@ -27,7 +27,7 @@ WORTH_PROCESSES = 0.4
 # (a job that hung left it at its end; its watchdog lines only, found by str.find). A large log
 # without a hang costs nothing more.
 HANG_SMALL = 8 << 20
-HANG_TAIL = 4 << 20
+HANG_TAIL = 1 << 20
 HANG_SIGNS = ("torch.nccl.", "gloo.op_timeout", "horovod.", "torch.store.wait_timeout")
 
 

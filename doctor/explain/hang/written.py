@@ -21,8 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
-from doctor.explain.hang.pasted import KEYWORDS as PASTED_KEYWORDS
-from doctor.explain.hang.pasted import read_pasted
 from doctor.explain.hang.signs import DUMP_STARTS
 from doctor.explain.hang.verdicts import KEYWORDS as VERDICT_KEYWORDS
 from doctor.explain.hang.verdicts import (
@@ -213,9 +211,8 @@ class Written:
             return
         text = data.decode("utf-8", "replace")
         found = len(self.ranks) + len(self.processes) + len(self.ras) + len(self.told)
-        if any(k in text for k in WATCHDOG_KEYWORDS):
-            self._watchdog(text, rank, host)
-        if stacks and any(k in text for k in PASTED_KEYWORDS):
+        self._watchdog(text, rank, host)  # its lines found by str.find: none, no cost
+        if stacks:
             self._pasted(text, source, rank, host)
         if any(k in text for k in VERDICT_KEYWORDS):
             self._verdicts(text)
@@ -246,6 +243,11 @@ class Written:
             self.ranks.setdefault(number, _Rank(number, host)).take(said)
 
     def _pasted(self, text: str, source: str, rank: int | None, host: str) -> None:
+        # Imported here: a large log's tail is read for its watchdog lines only.
+        from doctor.explain.hang.pasted import KEYWORDS, read_pasted
+
+        if not any(k in text for k in KEYWORDS):
+            return
         peeled = (strip_prefixes(x) for x in text.splitlines())
         lines = ((_with_rank(origin, rank), message) for message, origin in peeled)
         found = read_pasted(lines, source)

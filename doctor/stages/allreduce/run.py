@@ -133,6 +133,12 @@ def run_plan(
                     open_streams.discard(event.key)
                     if event.key in workers:
                         states[event.key].exit_code = workers[event.key].process.exit_code()
+                    gone = states[event.key]
+                    if not gone.done and not gone.failed:
+                        # Its output ended while the run went on, and the transport knows no
+                        # exit status (srun's): the process is gone, not slow to start.
+                        gone.error = "its output ended before it was done: the process is gone"
+                        gone.failed_phase = gone.phase or "launch"
             elif event.data.get("ev") == "address" and address is None:
                 if event.data.get("port_free"):
                     address = event.data.get("addr") or plan.master.address or "127.0.0.1"
