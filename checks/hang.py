@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checks.job import job
 from checks.stage import whole_nodes
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact
-from doctor.facts.cluster import ClusterFacts
 from doctor.facts.hang.flight import who
 from doctor.facts.hang.shape import Gone, Group, HangView, hang_view
 from doctor.facts.hang.stacks import JobProcess, StacksFacts
 from doctor.facts.network.reach import Reachability
 from doctor.plugin import Skip, cluster_check, need
+
+if TYPE_CHECKING:  # only a type here: the cluster's facts import every parser
+    from doctor.facts.cluster import ClusterFacts
 
 CODES = {
     "hang.outside_collective": "some ranks wait in a collective while others are elsewhere (a "

@@ -4,12 +4,15 @@ shows, or the time limit. A hang the watch found is judged by checks/hang.py, on
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact
-from doctor.facts.cluster import ClusterFacts
 from doctor.facts.hang.outcome import FailedNode
 from doctor.plugin import cluster_check, need
+
+if TYPE_CHECKING:  # only a type here: the cluster's facts import every parser
+    from doctor.facts.cluster import ClusterFacts
 
 CODES = {
     "job.failed": "the job doctor run launched failed: the nodes that failed first, and the cause "
