@@ -107,12 +107,12 @@ class _Group:
 
     def merge(self, other: _Group) -> None:
         """Another line's record of the same group (a timeout line names no group; the
-        failure line after it does)."""
+        failure line after it does): its numbers where it gives them, the oldest work timed out."""
         self.name = self.name or other.name
         if other.seq is not None:
             self.seq = other.seq if self.seq is None else min(self.seq, other.seq)
         self.op = self.op or other.op
-        self.numel = self.numel if self.numel != (None, None) else other.numel
+        self.numel = other.numel if other.numel != (None, None) else self.numel
         self.enqueued = other.enqueued if other.enqueued is not None else self.enqueued
         self.completed = other.completed if other.completed is not None else self.completed
 
@@ -131,17 +131,16 @@ class _Rank:
         key = line.group or (named[0] if len(named) == 1 else "")
         if key and "" in self.groups and not named:  # the lines before named no group
             self.groups.setdefault(key, _Group()).merge(self.groups.pop(""))
-        group = self.groups.setdefault(key, _Group())
-        group.name = group.name or line.group_name or ""
-        if line.seq is not None and line.kind in ("timeout", "failure", "timeout_at", "mismatch"):
-            group.seq = line.seq if group.seq is None else min(group.seq, line.seq)
-        group.op = group.op or line.op
-        if line.numel_in is not None or line.numel_out is not None:
-            group.numel = (line.numel_in, line.numel_out)
-        if line.enqueued is not None:
-            group.enqueued = line.enqueued
-        if line.completed is not None:
-            group.completed = line.completed
+        timed_out = line.kind in ("timeout", "failure", "timeout_at", "mismatch")
+        said = _Group(
+            line.group_name or "",
+            line.seq if timed_out else None,
+            line.op,
+            (line.numel_in, line.numel_out),
+            line.enqueued,
+            line.completed,
+        )
+        self.groups.setdefault(key, _Group()).merge(said)
 
     def flight(self, only: str | None, ops: dict[tuple[str, int], str]) -> dict[str, Any] | None:
         """Flight Recorder's dump as the watchdog's lines tell it (doctor/facts/hang/flight.py
