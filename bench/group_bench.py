@@ -7,11 +7,17 @@ blackholed), ``doctor allreduce`` runs RUNS times quiet, then RUNS times loaded.
 with its wall time, the search's rounds, tests and seconds, the nodes its FAIL findings name,
 each round's groups (ranks started, seconds, speeds), how long the ranks of the run across every
 node took to import torch, and the load averages around it. docs/scale.md projects 64 nodes from
-these figures (``--document`` prints its table); 64-node beds are not run here: two cores shared.
+these figures (``--document`` prints its table).
+
+At 64 nodes the ranks of the run across every node, and of the search's first round, import
+torch on this machine's 2 cores (about a minute): give them ``--launch-timeout 240``, and
+``--loaded-runs 0`` keeps to quiet runs. ``--bed testbed`` runs the same on the independent test
+bed (/work/shared/testbed/cluster.py, bench/load_bench.py's ``Testbed``).
 
 Run as root from the repository root:
-``python3 -m bench.group_bench [--sizes 8 16] [--runs 3]``; results go to
-``bench/group_bench.json`` (merged with what is there, per size).
+``python3 -m bench.group_bench [--sizes 8 16] [--runs 3] [--loaded-runs N] [--cases 10mbit]
+[--bed harness|testbed] [--launch-timeout S] [--connect-timeout S]``; results go to
+``bench/group_bench.json`` (merged with what is there, per bed, size and case).
 """
 
 from __future__ import annotations
@@ -21,25 +27,36 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.load_bench import Bed, Testbed, bed
 from tests.cluster.busy import busy_cores
-from tests.cluster.harness import Cluster, make_cluster
+from tests.cluster.harness import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "group_bench.json"
 
 
-def doctor(c: Cluster) -> tuple[float, dict[str, Any]]:
-    argv = [sys.executable, "-m", "doctor", "allreduce", "-H", c.hosts_arg()]
-    argv += ["--ssh-config", str(c.ssh_config), "--python", sys.executable, "--iface", "eth0"]
-    argv += ["--connect-timeout", "3", "-f", "json"]
+def doctor(b: Bed, options: list[str]) -> tuple[float, dict[str, Any]]:
+    argv = [sys.executable, "-m", "doctor", "allreduce", "-H", b.hosts_arg()]
+    argv += ["--ssh-config", str(b.ssh_config), "--python", sys.executable, "--iface", "eth0"]
+    argv += [*options, "-f", "json"]
     started = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, cwd=ROOT)
     return time.perf_counter() - started, json.loads(proc.stdout)
+
+
+def break_node(b: Bed, case: str, node: str) -> None:
+    """The case's fault on ``node``: its link shaped to 10 Mbit/s both ways, or blackholed."""
+    if case == "blackholed":
+        b.blackhole(node)
+    elif isinstance(b, Testbed):
+        b._cli("shape", node.removeprefix("node"), case)
+    else:
+        assert isinstance(b, Cluster)
+        b.shape(node, case)
 
 
 def rounds(search: dict[str, Any]) -> list[dict[str, Any]]:
@@ -60,9 +77,9 @@ def rounds(search: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def one(c: Cluster) -> dict[str, Any]:
+def one(b: Bed, options: list[str]) -> dict[str, Any]:
     before = os.getloadavg()
-    wall, report = doctor(c)
+    wall, report = doctor(b, options)
     section = report.get("allreduce") or {}
     search = section.get("search") or {}
     run = (section.get("runs") or [{}])[0]
@@ -87,26 +104,30 @@ def one(c: Cluster) -> dict[str, Any]:
     return out
 
 
-def size(n: int, runs: int) -> dict[str, Any]:
+def size(kind: str, n: int, args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """Run every case of ``args`` on a bed of ``n`` nodes; each case replaces its own in
+    ``result``."""
     middle = f"node{n // 2 + 1}"
-    result: dict[str, Any] = {"nodes": n, "runs": runs, "node": middle, "cases": {}}
-    for case in ("10mbit", "blackholed"):
-        with tempfile.TemporaryDirectory() as tmp, make_cluster(n, Path(tmp)) as c:
-            if case == "10mbit":
-                c.shape(middle, "10mbit")
-            else:
-                c.blackhole(middle)
-            quiet = [one(c) for _ in range(runs)]
-            with busy_cores():
-                loaded = [one(c) for _ in range(runs)]
+    options = ["--connect-timeout", f"{args.connect_timeout:g}"]
+    if args.launch_timeout is not None:
+        options += ["--launch-timeout", f"{args.launch_timeout:g}"]
+    loaded_runs = args.runs if args.loaded_runs is None else args.loaded_runs
+    result.update({"bed": kind, "nodes": n, "node": middle})
+    for case in args.cases:
+        with bed(kind, n) as b:
+            break_node(b, case, middle)
+            quiet = [one(b, options) for _ in range(args.runs)]
+            with busy_cores(loaded_runs > 0):
+                loaded = [one(b, options) for _ in range(loaded_runs)]
         every = quiet + loaded
-        result["cases"][case] = {
+        result.setdefault("cases", {})[case] = {
+            "options": options,
             "quiet": quiet,
             "loaded": loaded,
             "named_alone": all(r["fail_named"] == [middle] for r in every),
             "search_named_alone": all(r["search_named"] == [middle] for r in every),
+            "machine": {"cpus": os.cpu_count(), "when": time.strftime("%F %T")},
         }
-    return result
 
 
 def span(values: list[float], fmt: str = "{:.0f}") -> str:
@@ -116,21 +137,24 @@ def span(values: list[float], fmt: str = "{:.0f}") -> str:
 
 def document(results: dict[str, Any]) -> str:
     lines = [
-        "| nodes | case | load average | named alone | rounds | tests | search | whole run | "
-        "healthy groups | slow groups |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| test bed | nodes | case | load average | named alone | rounds | tests | search | "
+        "whole run | healthy groups | slow groups |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for n, res in sorted(results.items(), key=lambda kv: int(kv[0])):
+    for res in sorted(results.values(), key=lambda r: (r.get("bed", "harness"), r["nodes"])):
         for case, data in res["cases"].items():
             for load in ("quiet", "loaded"):
                 runs = data[load]
+                if not runs:
+                    continue
                 rounds = [rd for r in runs for rd in r["per_round"]]
                 healthy = [s for rd in rounds for s in rd["healthy_mbit"]]
                 slow = [s for rd in rounds for s in rd["slow_mbit"]]
                 alone = all(r["fail_named"] == [res["node"]] for r in runs)
                 loads = [r["load_before"][0] for r in runs] + [r["load_after"][0] for r in runs]
                 cells = [
-                    n,
+                    res.get("bed", "harness"),
+                    res["nodes"],
                     f"{case}, {load}",
                     span(loads),
                     f"{'yes' if alone else 'NO'} ({len(runs)}×)",
@@ -148,7 +172,12 @@ def document(results: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 16])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="quiet runs")
+    parser.add_argument("--loaded-runs", type=int, default=None, help="default: --runs")
+    parser.add_argument("--cases", nargs="+", default=["10mbit", "blackholed"])
+    parser.add_argument("--bed", choices=["harness", "testbed"], default="harness")
+    parser.add_argument("--launch-timeout", type=float, default=None)
+    parser.add_argument("--connect-timeout", type=float, default=3.0)
     parser.add_argument("--document", action="store_true")
     args = parser.parse_args()
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
@@ -156,9 +185,12 @@ def main() -> int:
         print(document(results))
         return 0
     for n in args.sizes:
-        results[str(n)] = size(n, args.runs)
-        results[str(n)]["machine"] = {"cpus": os.cpu_count(), "when": time.strftime("%F %T")}
-        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        key = str(n) if args.bed == "harness" else f"{args.bed} {n}"
+        size(args.bed, n, args, results.setdefault(key, {}))
+        # Read afresh and merge: only this bed and size's cases change.
+        saved = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+        saved[key] = results[key]
+        RESULTS.write_text(json.dumps(saved, indent=1) + "\n")
     print(document(results))
     return 0
 
