@@ -30,3 +30,9 @@ class KeywordIndex:
         return tuple(
             i for i, _, _ in self._automaton.find_matches_as_indexes(line, overlapping=True)
         )
+
+    def where(self, data: bytes) -> list[tuple[int, int]]:
+        """(keyword index, offset) of every keyword occurrence in ``data``, in order: one pass
+        over a megabyte where a str.find per keyword makes as many."""
+        found = self._automaton.find_matches_as_indexes(data, overlapping=True)
+        return [(i, start) for i, start, _ in found]

@@ -31,6 +31,7 @@ from doctor.explain.hang.verdicts import (
 )
 from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
 from doctor.explain.hang.watchdog import WatchdogLine, read_watchdog
+from doctor.explain.keywords import KeywordIndex
 from doctor.explain.prefix import Origin, splice_at, strip_prefixes
 from doctor.facts.hang.stacks import JobProcess, NodeStacks, StacksFacts, Told
 
@@ -58,6 +59,9 @@ OPS = {  # ProcessGroupNCCL's OpType, as Flight Recorder names the collective
     "RECV": "recv",
     "COALESCED": "coalesced",
 }
+# The words that call for a line to be read, found in one pass over the bytes: the watchdog's
+# lines are decoded alone, and a large log's tail that holds no tool's verdict is not decoded.
+WORDS = KeywordIndex(k.encode() for k in (*WATCHDOG_KEYWORDS, *VERDICT_KEYWORDS))
 
 
 # Lines that name the ranks behind: TORCH_NCCL_DESYNC_DEBUG's report, Gloo's monitoredBarrier
@@ -208,18 +212,22 @@ class Written:
                 self.flights.setdefault(number, dump)  # the first of a rank's dumps read
                 self.sources.append(source)
             return
-        text = data.decode("utf-8", "replace")
         found = len(self.ranks) + len(self.processes) + len(self.ras) + len(self.told)
-        self._watchdog(text, rank, host)  # its lines found by str.find: none, no cost
-        if stacks:
-            self._pasted(text, source, rank, host)
-        if any(k in text for k in VERDICT_KEYWORDS):
-            self._verdicts(text)
+        hits = WORDS.where(data)
+        watchdog = len(WATCHDOG_KEYWORDS)
+        self._watchdog(holding(data, (at for i, at in hits if i < watchdog)), rank, host)
+        verdicts = any(i >= watchdog for i, _ in hits)
+        if stacks or verdicts:
+            text = data.decode("utf-8", "replace")
+            if stacks:
+                self._pasted(text, source, rank, host)
+            if verdicts:
+                self._verdicts(text)
         if len(self.ranks) + len(self.processes) + len(self.ras) + len(self.told) > found:
             self.sources.append(source)
 
-    def _watchdog(self, text: str, rank: int | None, host: str) -> None:
-        for line in holding(text, WATCHDOG_KEYWORDS):
+    def _watchdog(self, lines: list[str], rank: int | None, host: str) -> None:
+        for line in lines:
             message, origin = strip_prefixes(line)
             said = read_watchdog(message, _with_rank(origin, rank))
             at = splice_at(message) if said is None else -1
@@ -323,21 +331,14 @@ class Written:
         return StacksFacts(answer, live=False, told=tuple(self.told))
 
 
-def holding(text: str, keywords: Iterable[str]) -> list[str]:
-    """The lines of ``text`` that hold one of ``keywords``, in order: found by str.find, in C,
-    so a log of training lines is not walked line by line in Python."""
-    starts: set[int] = set()
-    for keyword in keywords:
-        at = text.find(keyword)
-        while at >= 0:
-            start = text.rfind("\n", 0, at) + 1
-            starts.add(start)
-            end = text.find("\n", at)
-            at = text.find(keyword, end) if end >= 0 else -1
+def holding(data: bytes, offsets: Iterable[int]) -> list[str]:
+    """The lines of ``data`` that hold the bytes at ``offsets``, once each, in order, decoded."""
+    starts = sorted({data.rfind(b"\n", 0, at) + 1 for at in offsets})
     lines = []
-    for start in sorted(starts):
-        end = text.find("\n", start)
-        lines.append(text[start : end if end >= 0 else len(text)].rstrip("\r"))
+    for start in starts:
+        end = data.find(b"\n", start)
+        line = data[start : end if end >= 0 else len(data)].rstrip(b"\r")
+        lines.append(line.decode("utf-8", "replace"))
     return lines
 
 
