@@ -40,6 +40,11 @@ from doctor.facts.hang.stacks import JobProcess, NodeStacks, StacksFacts, Told
 NAMED_RANK = re.compile(
     r"(?:^|[^a-z])(?:rank|proc|task|worker|fr|trace)[-_.]?(\d{1,6})(?!\d)", re.IGNORECASE
 )
+# A launcher's label of a global rank, anywhere in a line: torch's "[rank3]:", Open MPI's
+# "[1,3]<stderr>:" (not torchrun's "[default3]:", a local rank).
+LABELS = re.compile(
+    rb"\[rank\s?(\d{1,6})\]:|\[(?:\d{1,9},)?(\d{1,6})\]<(?:stdout|stderr|stddiag)>:"
+)
 LOG_DIR_RANK = re.compile(r"attempt_\d+/(\d{1,6})/(?:stdout|stderr|error)\.(?:log|json)$")
 OPS = {  # ProcessGroupNCCL's OpType, as Flight Recorder names the collective
     "ALLREDUCE": "all_reduce",
@@ -192,6 +197,10 @@ class Written:
     ras: list[dict[str, str]] = field(default_factory=list)
     told: list[Told] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # files that gave evidence
+    shown: dict[int, str] = field(default_factory=dict)  # ranks whose output is here: node
+    # PyTorch 2.2's "Received a global timeout from another rank" without numbers: the rank
+    # that held the job prints it too, so a rank that printed nothing was a waiter killed first.
+    notice: bool = False
 
     def read(
         self,
@@ -214,6 +223,11 @@ class Written:
             return
         found = len(self.ranks) + len(self.processes) + len(self.ras) + len(self.told)
         hits = WORDS.where(data)
+        if rank is not None:
+            self.shown.setdefault(rank, host)
+        if hits:  # labels are read where a hang is: a log without one needs no census
+            for a, b in LABELS.findall(data):
+                self.shown.setdefault(int(a or b), host)
         watchdog = len(WATCHDOG_KEYWORDS)
         self._watchdog(holding(data, (at for i, at in hits if i < watchdog)), rank, host)
         verdicts = any(i >= watchdog for i, _ in hits)
@@ -236,6 +250,7 @@ class Written:
                 said = read_watchdog(message, origin)
             if said is None:
                 continue
+            self.notice |= said.kind == "dump" and said.enqueued is None and said.seq is None
             if said.kind in LAGGING:  # the ranks the line says are behind: the cause
                 tool = LAGGING[said.kind]
                 what = f"{(said.op or 'collective').lower()} #{said.seq}" if said.seq else tool[1]
@@ -328,7 +343,15 @@ class Written:
             first = next(iter(answer), "")
             held = answer.get(first, NodeStacks(first))
             answer[first] = NodeStacks(held.node, processes=held.processes, ras=self.ras[0])
-        return StacksFacts(answer, live=False, told=tuple(self.told))
+        quiet = () if self.notice else tuple(sorted(self._quiet(by_rank)))
+        return StacksFacts(answer, live=False, told=tuple(self.told), quiet=quiet)
+
+    def _quiet(self, by_rank: dict[int | None, JobProcess]) -> Iterable[tuple[int, str]]:
+        """Ranks whose output is here that gave no evidence, with their node where known."""
+        told = {t.rank for t in self.told}
+        for number, host in self.shown.items():
+            if number not in by_rank and number not in told:
+                yield number, host
 
 
 def holding(data: bytes, offsets: Iterable[int]) -> list[str]:

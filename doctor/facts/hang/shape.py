@@ -224,7 +224,27 @@ def _odd(
         held = held or _told_rank(verdict.rank, verdict.node, verdict.pid)
         where = positions.get(who(held), Position("unknown"))
         _add(found, Odd(held, where, f"not in {verdict.collective} ({verdict.tool})"))
+    if not found:
+        found = {
+            (o.process.node, o.process.pid, o.process.rank): o for o in _unheard(stacks, groups)
+        }
     return sorted(found.values(), key=lambda o: (o.process.rank or 0, o.process.node))
+
+
+def _unheard(stacks: StacksFacts, groups: list[Group]) -> list[Odd]:
+    """Text only: the one rank whose output is here but says nothing of the hang, while every
+    other rank timed out in one collective past the first. A rank that reached it would have
+    timed out with them; one that never did printed nothing. Not at the first collective (ranks
+    arrive there minutes apart, after loading: a late one is killed before its own timeout),
+    and not where two ranks are quiet (the second may be a waiter killed first)."""
+    if len(groups) != 1 or not groups[0].waits or len(stacks.quiet) != 1:
+        return []
+    (group,) = groups
+    if len(group.ranks) < 2 or group.position.seq is None or group.position.seq <= 1:
+        return []
+    ((rank, node),) = stacks.quiet
+    why = "its output is here and holds no timeout: most likely it never reached the collective"
+    return [Odd(_told_rank(rank, node, 0), Position("unknown"), why)]
 
 
 def _told_rank(rank: int, node: str, pid: int) -> JobProcess:

@@ -158,6 +158,9 @@ class StacksFacts:
     window: float = 0.0
     live: bool = True
     told: tuple[Told, ...] = ()
+    # Text only: ranks whose own output is here (their file, their launcher's label) but holds
+    # no word of the hang: (rank, node).
+    quiet: tuple[tuple[int, str], ...] = ()
 
     def ranks(self, job: str | None = None) -> list[JobProcess]:
         """The ranks (of one job, when named), by rank."""

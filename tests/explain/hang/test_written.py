@@ -16,6 +16,7 @@ import pytest
 
 from doctor.explain.hang.written import file_ranks
 from doctor.explain.scan import explain
+from doctor.explain.source import expand
 from doctor.render.explain import all_findings, explain_json, hang_findings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,6 +202,81 @@ def test_every_rank_at_its_first_collective_names_the_path(tmp_path: Path) -> No
     assert found["code"] == "hang.first_collective" and found["data"]["ranks"] == []
     assert found["data"]["reported"] == [0, 1, 2, 3]
     assert found["data"]["related_checks"] == ["reach.tcp", "nics.nccl"]
+
+
+def _timeout(rank: int, seq: int) -> str:
+    """ProcessGroupNCCL.cpp 2.5's timeout line (written from its source: no GPU here)."""
+    return (
+        f"[rank{rank}]:[E1127 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {rank}] "
+        f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+        "NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600021 milliseconds "
+        "before timing out."
+    )
+
+
+def _job(quiet: set[int], seq: int = 1211, extra: tuple[str, ...] = ()) -> str:
+    """Four ranks' stderr in one file (torchrun labels each line): each rank's warning at its
+    start, then the ranks not in ``quiet`` time out in collective ``seq``."""
+    lines = [
+        f"[rank{r}]:[W1127 09:00:00.000000000 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 "
+        f"Rank {r}]  using GPU {r} to perform barrier as devices used by this process are "
+        "currently unknown."
+        for r in range(4)
+    ]
+    lines += ["epoch 3 step 1200 loss 2.3120"] * 3
+    lines += [_timeout(r, seq) for r in range(4) if r not in quiet]
+    return "\n".join([*lines, *extra]) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("quiet", "seq", "code", "ranks"),
+    [
+        ({2}, 1211, "hang.outside_collective", [2]),  # the one rank that never timed out
+        ({2}, 1, "hang.first_collective", []),  # at #1 ranks arrive minutes apart: no one
+        ({1, 2}, 1211, "hang.symmetric", []),  # two quiet: one may be a waiter killed first
+        (set(), 1211, "hang.symmetric", []),
+    ],
+)
+def test_the_one_rank_whose_output_holds_no_timeout_is_named(
+    tmp_path: Path, quiet: set[int], seq: int, code: str, ranks: list[int]
+) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(_job(quiet, seq))
+    (found,) = hang(log)
+    assert (found["code"], found["data"]["ranks"]) == (code, ranks), found["summary"]
+    assert found["data"]["reported"] == [r for r in range(4) if r not in quiet]
+
+
+def test_a_quiet_ranks_own_file_names_it(tmp_path: Path) -> None:
+    """torchrun --log-dir's files (one a rank, its number in the path): rank 3's file holds its
+    training lines and no timeout."""
+    for r in range(4):
+        folder = tmp_path / "attempt_0" / str(r)
+        folder.mkdir(parents=True)
+        text = "epoch 3 step 1200 loss 2.3120\n" + ("" if r == 3 else _timeout(r, 88) + "\n")
+        (folder / "stderr.log").write_text(text)
+    (found,) = hang(*map(Path, expand([str(tmp_path)])))
+    assert (found["code"], found["data"]["ranks"]) == ("hang.outside_collective", [3])
+    assert found["summary"] == (
+        "rank 3 holds the job while 3 wait in all_reduce #88: rank 3 (its output is here and "
+        "holds no timeout: most likely it never reached the collective)"
+    )
+
+
+def test_a_global_timeout_notice_without_numbers_leaves_a_quiet_rank_unnamed(
+    tmp_path: Path,
+) -> None:
+    """PyTorch 2.2 tells every live rank, the one that held the job too, of another's timeout
+    (ProcessGroupNCCL.cpp's heartbeat monitor, written from its source): the quiet rank may be a
+    waiter killed before its own timeout."""
+    notice = (
+        "[rank2]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 2] Received a global timeout from "
+        "another rank and will start to dump the debug info."
+    )
+    log = tmp_path / "job.log"
+    log.write_text(_job({1, 2}, extra=(notice,)))
+    (found,) = hang(log)
+    assert (found["code"], found["data"]["ranks"]) == ("hang.symmetric", [])
 
 
 def test_the_watchdogs_signature_names_no_rank_as_its_cause() -> None:
