@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from doctor.explain.hang.absent import Absent, kept, ranks_in
 
 TOOL = "torchfrtrace"
-KEYWORDS = ("joining collective", "has errors", "at entry", "errors for group", "FR dumps",
-            "Missing dump files")  # fmt: skip
 MAX_LINE = 4096  # characters of a line read
 BLOCK_LINES = 60  # lines a verdict's fields may follow its first one (foreign lines between)
 

@@ -30,8 +30,6 @@ import re
 from doctor.explain.hang.absent import MAX_RANK, Absent, kept, names, ranks_in
 
 TOOL = "Horovod's stall inspector"
-KEYWORDS = ("remainder of ranks", "Missing ranks:", "Stalled ranks:", "Stalled ops:",
-            "[missing ranks:", "[ready ranks:")  # fmt: skip
 MAX_LINE = 65536
 GAP = 20  # foreign lines a block's lines may have between them (other ranks' output)
 

@@ -16,8 +16,6 @@ import re
 
 from doctor.explain.prefix import strip_prefixes
 
-KEYWORDS = ("compiled with CUDA", "managed by process", "Missing communicator data",
-            "operation counts", '"nccl_version"')  # fmt: skip
 MAX_LINE = 4096
 MAX_REPORT_LINES = 200_000  # a RAS report of a 100k-rank job in verbose mode
 GAP = 40  # foreign lines a text report may hold between two of its own

@@ -12,18 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.explain.hang.absent import Absent
-from doctor.explain.hang.frtrace import KEYWORDS as FRTRACE_KEYWORDS
 from doctor.explain.hang.frtrace import read_frtrace
-from doctor.explain.hang.horovod import KEYWORDS as HOROVOD_KEYWORDS
 from doctor.explain.hang.horovod import read_horovod
-from doctor.explain.hang.ras_text import KEYWORDS as RAS_KEYWORDS
 from doctor.explain.hang.ras_text import find_ras
+from doctor.explain.hang.words import VERDICTS as KEYWORDS
 from doctor.facts.hang.flight_dump import read_dump
 
 __all__ = ["KEYWORDS", "Absent", "find_ras", "read_flight_dump", "read_frtrace", "read_horovod"]
-
-# Literal substrings one of which every text these readers accept holds (a caller's pre-filter).
-KEYWORDS: tuple[str, ...] = (*RAS_KEYWORDS, *FRTRACE_KEYWORDS, *HOROVOD_KEYWORDS)
 
 
 def read_flight_dump(data: bytes) -> dict[str, Any] | None:

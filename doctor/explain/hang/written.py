@@ -22,15 +22,9 @@ from pathlib import PurePath
 from typing import Any
 
 from doctor.explain.hang.signs import DUMP_STARTS
-from doctor.explain.hang.verdicts import KEYWORDS as VERDICT_KEYWORDS
-from doctor.explain.hang.verdicts import (
-    find_ras,
-    read_flight_dump,
-    read_frtrace,
-    read_horovod,
-)
 from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
 from doctor.explain.hang.watchdog import WatchdogLine, read_watchdog
+from doctor.explain.hang.words import VERDICTS as VERDICT_KEYWORDS
 from doctor.explain.keywords import KeywordIndex
 from doctor.explain.prefix import Origin, splice_at, strip_prefixes
 from doctor.facts.hang.stacks import JobProcess, NodeStacks, StacksFacts, Told
@@ -214,7 +208,7 @@ class Written:
         output it is, where the caller knows: doctor run) for lines that give none. ``stacks``:
         look for pasted stacks and process tables too (read line by line: a paste's, not a
         large log's tail)."""
-        dump = read_flight_dump(data) if data.startswith(DUMP_STARTS) else None
+        dump = _flight_dump(data) if data.startswith(DUMP_STARTS) else None
         if dump is not None:
             number = dump.get("rank", rank)
             if isinstance(number, int):
@@ -284,6 +278,9 @@ class Written:
             self.processes.append(process)
 
     def _verdicts(self, text: str) -> None:
+        # Imported here: most hangs' text holds no tool's verdict.
+        from doctor.explain.hang.verdicts import find_ras, read_frtrace, read_horovod
+
         lines = text.splitlines()  # as printed: the readers unwrap what they need themselves
         self.ras.extend(answer for _, answer in find_ras(lines))
         for absent in [*read_frtrace(lines), *read_horovod(lines)]:
@@ -363,6 +360,12 @@ def holding(data: bytes, offsets: Iterable[int]) -> list[str]:
         line = data[start : end if end >= 0 else len(data)].rstrip(b"\r")
         lines.append(line.decode("utf-8", "replace"))
     return lines
+
+
+def _flight_dump(data: bytes) -> dict[str, Any] | None:
+    from doctor.explain.hang.verdicts import read_flight_dump  # a dump file's reader: only here
+
+    return read_flight_dump(data)
 
 
 def _with_rank(origin: Origin, rank: int | None) -> Origin:
