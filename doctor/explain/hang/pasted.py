@@ -254,6 +254,10 @@ class _Reader:
         if tool == "faulthandler" and not new:
             # One dump's threads are parted by an empty line, and only one is the current one.
             new = s.last != "blank" or (current and dump is not None and dump.current)
+        elif tool == "pystack" and not new and dump is not None:
+            # pystack prints a process's threads newest first, so its main thread (the one that
+            # runs the script's module) last: a thread after that is the next process's.
+            new = any(f.function == "<module>" for t in dump.threads for f in t.frames)
         if new or dump is None:
             dump = self._new_dump(s, tool)
         dump.current = dump.current or current

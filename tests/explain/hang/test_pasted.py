@@ -174,6 +174,19 @@ def test_pystack_worker_and_core() -> None:
     assert where(core) == ("collective", "all_reduce", JOB, 61, "")
 
 
+def test_pystack_dumps_back_to_back() -> None:
+    """pystack prints no process header: a process's main thread, the one that runs the
+    script's module, comes last, and a thread after it is the next process's."""
+    ranks = read(fixture("pystack_rank0.txt") + fixture("pystack_rank1_native.txt"))
+    assert [(r.pid, [t.tid for t in r.threads]) for r in ranks] == [
+        (RANK0, [RANK0]),
+        (RANK1, [13255, RANK1]),
+    ]
+    assert [where(r) for r in ranks] == [IN_ALLREDUCE, IN_LOADER]
+    both = read(fixture("pystack_rank1_native.txt") + fixture("pystack_worker.txt"))
+    assert [(r.pid, r.role) for r in both] == [(RANK1, "rank"), (WORKER, "child")]
+
+
 def test_faulthandler_dumps_back_to_back() -> None:
     """Three processes' dumps with no label between: a dump's threads are parted by an empty
     line, a new dump starts right below the last frame."""
