@@ -1,5 +1,6 @@
-"""What the allreduce stage ran and saw: the plan of each run, each rank's phases, verification,
-sweep and link timings, and what the ranks' own logs said. Facts only: checks/allreduce.py judges.
+"""What the allreduce stage ran and saw: the plan of each run, its ranks (each one's phases and
+results: doctor/facts/allreduce_rank.py), the sweep and link timings across them, and what the
+ranks' own logs said. Facts only: checks/allreduce.py judges.
 """
 
 from __future__ import annotations
@@ -9,22 +10,12 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
+from doctor.facts.allreduce_rank import PHASES, RankState, reach
 from doctor.facts.groups import GroupSearch, stopped
 from doctor.nodes.inventory import Node
 
 if TYPE_CHECKING:
     from doctor.explain.engine import Explanation
-
-PHASES = (
-    "launch",
-    "rendezvous",
-    "init",
-    "first_allreduce",
-    "verify",
-    "sweep",
-    "teardown",
-    "done",
-)
 
 
 def default_sizes(low: int = 1 << 10, high: int = 64 << 20) -> tuple[int, ...]:
@@ -107,67 +98,6 @@ SLOW_LINK_FRACTION = 0.5
 MIN_LINK_BYTES = 256 << 10
 # A link timing whose ends waited for a CPU for more than this share of it is not the link's.
 CPU_BOUND_SHARE = 0.5
-
-
-@dataclass
-class RankState:
-    rank: int
-    node: str
-    phase: str = ""  # the last phase entered ("" before its first line)
-    entered: float = 0.0  # when it entered that phase (controller clock)
-    began: float = 0.0  # when the run started it (controller clock)
-    # Seconds from the run's start until it had imported torch (None: it had not): the start.
-    ready_s: float | None = None
-    error: str = ""
-    failed_phase: str = ""
-    host: str = ""
-    pid: int | None = None
-    env: dict[str, str | None] = field(default_factory=dict)
-    exit_code: int | None = None
-    verify: dict[str, Any] = field(default_factory=dict)
-    sweep: list[dict[str, Any]] = field(default_factory=list)
-    links: list[dict[str, Any]] = field(default_factory=list)
-    sweep_stopped: dict[str, Any] = field(default_factory=dict)
-    stderr: str = ""
-    # What the worker asked NCCL to say (RAS, diagnostics) and what its version lacks.
-    nccl_voice: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def done(self) -> bool:
-        return self.phase == "done"
-
-    @property
-    def ready(self) -> bool:
-        return self.ready_s is not None
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.error) or (self.exit_code is not None and not self.done)
-
-    def apply(self, event: dict[str, Any], at: float) -> None:
-        """Fold one worker line into the state."""
-        kind = event.get("ev")
-        if kind == "phase" and event.get("phase") in PHASES:
-            self.phase, self.entered = str(event["phase"]), at
-            if self.phase == "launch":
-                self.host = str(event.get("host", ""))
-                self.pid = event.get("pid")
-                self.env = dict(event.get("env") or {})
-            elif self.phase == "init" and isinstance(event.get("nccl"), dict):
-                self.nccl_voice = event["nccl"]
-        elif kind == "ready":
-            self.ready_s = max(0.0, at - self.began)
-        elif kind == "fail":
-            self.error = str(event.get("error", "failed"))
-            self.failed_phase = str(event.get("phase", self.phase))
-        elif kind == "verify":
-            self.verify = event
-        elif kind == "sweep":
-            self.sweep.append(event)
-        elif kind == "link":
-            self.links.append(event)
-        elif kind == "sweep_stopped":
-            self.sweep_stopped = event
 
 
 @dataclass
@@ -374,19 +304,6 @@ class RunResult:
             "slow_node": slow[0] if slow else None,
             "nccl": self.nccl,
         }
-
-
-def reach(r: RankState) -> float:
-    """How far a rank got, in PHASES' order. A rank that imported torch is past one still
-    importing; rank 0 still setting up its store is behind the ranks waiting to reach it."""
-    if not r.phase:
-        return -1.0
-    at = float(PHASES.index(r.phase))
-    if r.phase == "launch" and r.ready:
-        at += 0.5
-    if r.rank == 0 and r.phase == "rendezvous":
-        at -= 0.25
-    return at
 
 
 def node_scores(links: list[dict[str, Any]], *, upper: bool = False) -> dict[str, float]:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from checks.allreduce import Prediction, nccl_choices
 from doctor.core.model import Finding
-from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
+from doctor.facts.allreduce import Plan, Rank, RunResult
+from doctor.facts.allreduce_rank import RankState
 from doctor.nodes.inventory import Node
 from doctor.stages.allreduce.stage import read_logs as scan
 

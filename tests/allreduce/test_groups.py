@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from checks.allreduce import CODES
 from doctor.core.model import Severity
-from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RankState, RunResult
+from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RunResult
+from doctor.facts.allreduce_rank import RankState
 from doctor.nodes.inventory import Node
 from doctor.stages.allreduce.groups import group_plan, search_mode, slow_links, trial
 from doctor.stages.allreduce.search import search

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
+from doctor.facts.allreduce import Plan, Rank, RunResult
+from doctor.facts.allreduce_rank import RankState
 from doctor.nodes.inventory import Node
 from doctor.stages.allreduce.stage import Job, try_recommended
 

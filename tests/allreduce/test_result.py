@@ -6,7 +6,8 @@ import pytest
 
 from checks.allreduce import verdict
 from doctor.core.model import Severity
-from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RankState, RunResult
+from doctor.facts.allreduce import AllreduceFacts, Plan, Rank, RunResult
+from doctor.facts.allreduce_rank import RankState
 from doctor.nodes.inventory import Node
 from doctor.stages.allreduce.stage import with_logs
 from tests.allreduce.stagekit import judge

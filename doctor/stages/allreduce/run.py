@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any
 
-from doctor.facts.allreduce import Plan, Rank, RankState, RunResult
+from doctor.facts.allreduce import Plan, Rank, RunResult
+from doctor.facts.allreduce_rank import RankState
 from doctor.nodes.transport.launch import Event, Launcher, Worker, boot_args, start
 
 POLL = 0.05
@@ -32,8 +33,14 @@ NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV
 GRACE = 2.0
 
 
+# The worker as one file: its channel to the controller, what it measures, then its phases; each
+# part finds the ones above it defined.
+WORKER_PARTS = ("channel.py", "measure.py", "worker.py")
+
+
 def worker_source() -> bytes:
-    return files("doctor.stages.allreduce").joinpath("worker.py").read_bytes()
+    folder = files("doctor.stages.allreduce")
+    return b"\n".join(folder.joinpath(part).read_bytes() for part in WORKER_PARTS)
 
 
 def worker_argv(python: str, source: bytes, spec: dict[str, Any]) -> list[str]:
