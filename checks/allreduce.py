@@ -182,6 +182,14 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
                 "Name the nodes' interpreter that has torch (the one training uses).",
                 (f"doctor allreduce --python /path/to/venv/bin/python   # was {facts.python}",),
             )
+        elif any(r.gone for r in culprits):
+            node = next(r.node for r in culprits if r.gone)
+            fix = Fix(
+                "The named ranks' processes, or their nodes, went while the allreduce ran: check "
+                "that each node is up and what ended its rank (the kernel log: the OOM killer, a "
+                "reboot; the scheduler's state of the node).",
+                (f"dmesg -T | tail -n 50   # on {node}", f"scontrol show node {node}   # SLURM"),
+            )
         else:
             fix = Fix(
                 "Fix what the named ranks hit first (interface, route, firewall, port), then "

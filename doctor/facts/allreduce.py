@@ -172,6 +172,10 @@ class RunResult:
             text = f"started but had not imported torch within {launch:g}s"
             if r.ready_s is not None:
                 text = f"imported torch in {r.ready_s:.1f}s and waited for the others"
+        elif r.gone and r.phase == "launch":
+            text = "started, then went while it imported torch"
+            if r.ready_s is not None:
+                text = f"imported torch in {r.ready_s:.1f}s, then went while it waited"
         elif not r.phase and not r.failed and self.status == "timeout":
             text = f"never started within {launch:g}s"
         elif r.rank == 0 and r.phase == "rendezvous" and not r.failed:

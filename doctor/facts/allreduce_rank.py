@@ -33,6 +33,9 @@ class RankState:
     pid: int | None = None
     env: dict[str, str | None] = field(default_factory=dict)
     exit_code: int | None = None
+    # Its process or its node went while the run went on (its output ended, or its heartbeats
+    # stopped while the others' kept coming), with no exit status to say so.
+    gone: bool = False
     verify: dict[str, Any] = field(default_factory=dict)
     sweep: list[dict[str, Any]] = field(default_factory=list)
     links: list[dict[str, Any]] = field(default_factory=list)

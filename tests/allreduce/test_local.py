@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,8 @@ import pytest
 from doctor.core.model import Severity
 from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank
 from doctor.nodes.inventory import Node
-from doctor.nodes.transport.launch import LocalLauncher, Process
+from doctor.nodes.transport.launch import LocalLauncher, LocalProcess, Process
+from doctor.stages.allreduce.liveness import SILENT_BEATS
 from doctor.stages.allreduce.run import run_plan
 from doctor.stages.allreduce.stage import Job as Request
 from tests.allreduce.stagekit import judge, run_stage
@@ -275,4 +278,69 @@ def test_rank_zero_slow_to_import_torch_holds_the_others_until_the_launch_deadli
     facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
     (finding,) = judge(facts)
     assert (finding.code, finding.nodes) == ("allreduce.slow_start", ("node1",))
+    assert not survivors([r.pid for r in run.ranks if r.pid])
+
+
+class StopsAfterItsFirstLine(LocalLauncher):
+    """node3's rank is stopped for good once its first line is out, its output left open, as a
+    transport that tells no exit (srun's) shows a rank whose node's processes all died; with
+    ``pulse_too`` False only its main process stops (its import holding the interpreter's lock
+    for long): its pulse beats on."""
+
+    def __init__(self, pulse_too: bool) -> None:
+        self.pulse_too = pulse_too
+
+    def start(self, node: Node, argv: list[str], stdin: bytes) -> Process | str:
+        process = super().start(node, argv, stdin)
+        if node.name != "node3" or not isinstance(process, LocalProcess):
+            return process
+        return Stopped(process.proc, self.pulse_too)
+
+
+class Stopped(LocalProcess):
+    def __init__(self, proc: subprocess.Popen[bytes], pulse_too: bool) -> None:
+        super().__init__(proc)
+        self.pulse_too = pulse_too
+
+    def stdout_lines(self) -> Iterator[bytes]:
+        for n, line in enumerate(super().stdout_lines()):
+            yield line
+            if n == 0:
+                stop = os.killpg if self.pulse_too else os.kill
+                stop(self.proc.pid, signal.SIGSTOP)
+
+
+def test_a_rank_gone_without_an_exit_while_importing_torch_fails_naming_its_node() -> None:
+    plan = local_plan(3, deadlines=Deadlines(launch=30, settle=0.5))
+    started = time.monotonic()
+    run = run_plan(plan, StopsAfterItsFirstLine(pulse_too=True))
+    # Judged once silent for SILENT_BEATS beats while the others beat on, not at the deadline.
+    assert SILENT_BEATS <= time.monotonic() - started < SILENT_BEATS + 8
+    assert run.status == "failed" and not run.slow_start, run.headline()
+    assert run.ranks[2].gone and run.ranks[2].exit_code is None
+    assert [r.rank for r in run.behind()] == [2]
+    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
+    (finding,) = judge(facts)
+    assert (finding.code, finding.severity, finding.nodes) == (
+        "allreduce.failed",
+        Severity.FAIL,
+        ("node3",),
+    )
+    assert "heartbeats kept coming" in finding.summary
+    assert finding.fix is not None and "node3" in finding.fix.commands[0]
+    assert not survivors([r.pid for r in run.ranks if r.pid])
+
+
+def test_a_rank_whose_pulse_beats_on_stays_a_slow_start_past_the_silence() -> None:
+    plan = local_plan(3, deadlines=Deadlines(launch=SILENT_BEATS + 4, settle=0.5))
+    run = run_plan(plan, StopsAfterItsFirstLine(pulse_too=False))
+    assert run.status == "timeout" and run.slow_start, run.headline()
+    assert not run.ranks[2].gone
+    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
+    (finding,) = judge(facts)
+    assert (finding.code, finding.severity, finding.nodes) == (
+        "allreduce.slow_start",
+        Severity.WARN,
+        ("node3",),
+    )
     assert not survivors([r.pid for r in run.ranks if r.pid])

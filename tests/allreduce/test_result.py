@@ -262,3 +262,17 @@ def test_a_rank_that_failed_at_launch_is_not_counted_as_slow() -> None:
     )
     (finding,) = verdict(facts)
     assert finding.code == "allreduce.timeout" and finding.nodes == ("node2", "node3")
+
+
+def test_a_rank_gone_while_importing_torch_is_named_for_that() -> None:
+    ranks = [state(0, *phases("launch"), READY), state(1, *phases("launch"), READY)]
+    ranks.append(state(2, *phases("launch")))
+    ranks[2].error, ranks[2].failed_phase, ranks[2].gone = "silent: gone", "launch", True
+    run = RunResult("as configured", plan(3), "failed", ranks, 12.0)
+    assert not run.slow_start and [r.rank for r in run.behind()] == [2]
+    assert run.sentence(ranks[2]) == (
+        "rank 2 (node3) started, then went while it imported torch: silent: gone"
+    )
+    (finding,) = verdict(AllreduceFacts("gloo", 3, "node1", 29500, "python3", "", runs=(run,)))
+    assert (finding.code, finding.nodes) == ("allreduce.failed", ("node3",))
+    assert finding.fix is not None and "scontrol show node node3" in finding.fix.commands[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import queue
+import signal
 import sys
 import time
 
@@ -12,8 +13,30 @@ import pytest
 
 from doctor.facts.allreduce import Plan, Rank
 from doctor.nodes.inventory import Node
-from doctor.nodes.transport.launch import Event, LocalLauncher, LocalProcess, start
+from doctor.nodes.transport.launch import Event, LocalLauncher, LocalProcess, Worker, start
 from doctor.stages.allreduce.run import worker_argv, worker_source, worker_spec
+
+
+def said(events: queue.Queue[Event], timeout: float = 30) -> dict[str, object] | None:
+    """The worker's next line that is not a heartbeat (None: its output ended)."""
+    ends = time.monotonic() + timeout
+    while True:
+        event = events.get(timeout=max(0.01, ends - time.monotonic()))
+        if event.data is None or event.data.get("ev") != "beat":
+            return event.data
+
+
+def started_rank(rank: int, **extra: object) -> tuple[Worker, queue.Queue[Event]]:
+    """One rank of a 2-rank plan whose rendezvous never comes, started here."""
+    plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
+    spec = {**worker_spec(plan, plan.ranks[rank]), **extra}
+    source = worker_source()
+    events: queue.Queue[Event] = queue.Queue()
+    worker = start(
+        rank, LocalLauncher(), Node("b"), worker_argv(sys.executable, source, spec), source, events
+    )
+    assert not isinstance(worker, str) and isinstance(worker.process, LocalProcess)
+    return worker, events
 
 
 def test_worker_is_python_3_8_and_imports_only_stdlib_and_torch() -> None:
@@ -37,65 +60,73 @@ def test_worker_is_python_3_8_and_imports_only_stdlib_and_torch() -> None:
     assert third_party == {"torch"}
 
 
-def test_closing_the_lifeline_kills_a_worker_stuck_in_rendezvous() -> None:
+def test_closing_the_lifeline_kills_a_worker_stuck_in_rendezvous_and_its_pulse() -> None:
     # A lone rank 1 waits for a rendezvous server that never comes, as on a dead first node.
-    plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
-    spec = worker_spec(plan, plan.ranks[1])
-    source = worker_source()
-    events: queue.Queue[Event] = queue.Queue()
-    argv = worker_argv(sys.executable, source, spec)
-    worker = start(1, LocalLauncher(), Node("b"), argv, source, events)
-    assert not isinstance(worker, str) and isinstance(worker.process, LocalProcess)
+    worker, events = started_rank(1)
+    assert isinstance(worker.process, LocalProcess)
     proc = worker.process.proc
     worker.process.send(b'{"master_addr": "127.0.0.1"}\n')  # the word to go
     try:
         seen = []
         while "rendezvous" not in seen:
-            event = events.get(timeout=30)
-            assert event.data is not None, worker.stderr_text()
-            seen.append(event.data.get("phase"))
+            line = said(events)
+            assert line is not None, worker.stderr_text()
+            seen.append(line.get("phase"))
         worker.process.close_stdin()  # what a dropped SSH channel does to a remote worker
         started = time.monotonic()
         assert proc.wait(timeout=10) == -9
+        # Its output ends with it: its pulse, which shares the channel, went too.
+        while events.get(timeout=5).data is not None:
+            pass
         assert time.monotonic() - started < 5
     finally:
         worker.process.kill()
 
 
 def test_a_rank_says_it_is_ready_once_imported_and_meets_no_one_before_the_word() -> None:
-    plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
-    spec = worker_spec(plan, plan.ranks[1])
-    source = worker_source()
-    events: queue.Queue[Event] = queue.Queue()
-    argv = worker_argv(sys.executable, source, spec)
-    worker = start(1, LocalLauncher(), Node("b"), argv, source, events)
-    assert not isinstance(worker, str)
+    worker, events = started_rank(1)
     try:
-        seen = [events.get(timeout=30).data for _ in range(2)]
+        seen = [said(events) for _ in range(2)]
         assert [e and (e["ev"], e.get("phase")) for e in seen] == [
             ("phase", "launch"),
             ("ready", None),
         ]
         with pytest.raises(queue.Empty):  # no rendezvous before the word, however long
-            events.get(timeout=2)
+            said(events, timeout=2)
         worker.process.send(b'{"master_addr": "127.0.0.1"}\n')
-        after = events.get(timeout=10).data
+        after = said(events, timeout=10)
         assert after is not None and after["phase"] == "rendezvous"
     finally:
         worker.process.kill()
 
 
-def test_rank_zero_reports_the_interface_address_and_port_before_importing_torch() -> None:
-    plan = Plan(ranks=(Rank(0, Node("a")), Rank(1, Node("b"))), port=1, python=sys.executable)
-    spec = {**worker_spec(plan, plan.ranks[0]), "report_address": {"iface": "lo", "port": 0}}
-    source = worker_source()
-    events: queue.Queue[Event] = queue.Queue()
-    worker = start(
-        0, LocalLauncher(), Node("a"), worker_argv(sys.executable, source, spec), source, events
-    )
-    assert not isinstance(worker, str)
+def test_a_rank_beats_from_its_start_even_while_its_main_thread_cannot_run() -> None:
+    worker, events = started_rank(1)
+    assert isinstance(worker.process, LocalProcess)
+    pid = worker.process.proc.pid
     try:
-        seen = [events.get(timeout=30).data for _ in range(2)]
+        kinds = []
+        while "ready" not in kinds:
+            event = events.get(timeout=30)
+            assert event.data is not None, worker.stderr_text()
+            kinds.append(event.data["ev"])
+        assert "beat" in kinds[: kinds.index("ready")]  # while it imported torch
+        os.kill(pid, signal.SIGSTOP)  # the main process only, as a lock held in an import
+        beats = []
+        while len(beats) < 3:
+            event = events.get(timeout=5)
+            assert event.data is not None
+            if event.data["ev"] == "beat":
+                beats.append(event.at)
+        assert 1.5 < beats[-1] - beats[0] < 4  # one a second, from the pulse alone
+    finally:
+        worker.process.kill()
+
+
+def test_rank_zero_reports_the_interface_address_and_port_before_importing_torch() -> None:
+    worker, events = started_rank(0, report_address={"iface": "lo", "port": 0})
+    try:
+        seen = [said(events) for _ in range(2)]
     finally:
         worker.process.kill()
     assert seen[0] is not None and seen[0]["phase"] == "launch"

@@ -13,6 +13,7 @@ from typing import Any
 from doctor.facts.allreduce import Plan, Rank, RunResult
 from doctor.facts.allreduce_rank import RankState
 from doctor.nodes.transport.launch import Event, Launcher, Worker, boot_args, start
+from doctor.stages.allreduce.liveness import BEAT_S, Pulse
 
 POLL = 0.05
 # Environment variables every rank reports at launch, so "as configured" is seen, not assumed.
@@ -61,6 +62,7 @@ def worker_spec(plan: Plan, rank: Rank) -> dict[str, object]:
         "master_port": plan.port,
         "env": env,
         "report_env": list(REPORTED_ENV),
+        "beat_s": BEAT_S,
         "rendezvous_timeout_s": plan.deadlines.rendezvous,
         "collective_timeout_s": plan.deadlines.init,
         # The word comes once every rank has imported torch, within the launch deadline of the
@@ -94,6 +96,7 @@ def run_plan(
     ended: set[int] = set()
     lock = threading.Lock()
     word: list[bytes] = []  # once decided: the line every rank, started or still starting, gets
+    pulse = Pulse()  # when each rank was last heard from (under the lock)
 
     def launch(r: Rank) -> None:
         spec = worker_spec(plan, r)
@@ -107,6 +110,7 @@ def run_plan(
                 states[r.rank].error, states[r.rank].failed_phase = worker, "launch"
                 return
             workers[r.rank] = worker
+            pulse.started(r.rank, time.monotonic())
             if r.rank in ended:
                 states[r.rank].exit_code = worker.process.exit_code()
             else:
@@ -125,6 +129,7 @@ def run_plan(
     said_at: float | None = None  # when the word to go went out
     # In parallel: one slow SSH connect must not hold back the other nodes' ranks.
     pool = ThreadPoolExecutor(max_workers=min(32, len(plan.ranks)))
+    looked = started  # when the deadlines and the ranks' pulses were last looked at
     try:
         futures = [pool.submit(launch, r) for r in plan.ranks]
         while open_streams or not all(f.done() for f in futures):
@@ -132,6 +137,12 @@ def run_plan(
                 event = events.get(timeout=POLL)
             except queue.Empty:
                 event = None
+            if event is not None and event.data is not None:
+                beat = event.data.get("ev") == "beat"
+                with lock:
+                    pulse.hear(event.key, event.at, beat)
+                if beat and time.monotonic() - looked < POLL:
+                    continue  # a beat changes nothing else: look at most every POLL for them
             if event is None:
                 pass
             elif event.data is None:
@@ -140,12 +151,10 @@ def run_plan(
                     open_streams.discard(event.key)
                     if event.key in workers:
                         states[event.key].exit_code = workers[event.key].process.exit_code()
-                    gone = states[event.key]
-                    if not gone.done and not gone.failed:
+                    if not states[event.key].done and not states[event.key].failed:
                         # Its output ended while the run went on, and the transport knows no
                         # exit status (srun's): the process is gone, not slow to start.
-                        gone.error = "its output ended before it was done: the process is gone"
-                        gone.failed_phase = gone.phase or "launch"
+                        gone(states[event.key], "its output ended before it was done")
             elif event.data.get("ev") == "address" and address is None:
                 if event.data.get("port_free"):
                     address = event.data.get("addr") or plan.master.address or "127.0.0.1"
@@ -155,7 +164,20 @@ def run_plan(
                     break
             else:
                 states[event.key].apply(event.data, event.at)
-            now = time.monotonic()
+            now = looked = time.monotonic()
+            with lock:
+                watched = [
+                    k
+                    for k in workers
+                    if k not in ended and not states[k].failed and not states[k].done
+                ]
+                for key in pulse.gone(now, watched):
+                    silent = pulse.silent_for(key, now)
+                    gone(
+                        states[key],
+                        f"silent for {silent:.0f}s while the other ranks' heartbeats kept "
+                        "coming, no exit status",
+                    )
             if address is None and states[0].failed:
                 status, reason = "not_started", _no_address(states[0], workers.get(0), plan)
                 break
@@ -207,6 +229,13 @@ def overdue(s: RankState, now: float, started: float, said_at: float | None, pla
             return now - started > plan.deadlines.launch + GRACE
         return said_at is not None and now - said_at > plan.deadlines.rendezvous + GRACE
     return now - s.entered > plan.deadlines.of(s.phase) + GRACE
+
+
+def gone(s: RankState, why: str) -> None:
+    """The rank's process, or its node, is gone: a failure of its phase, not a slow rank."""
+    s.error = f"{why}: its process or its node is gone"
+    s.failed_phase = s.phase or "launch"
+    s.gone = True
 
 
 def _no_address(rank0: RankState, worker: Worker | None, plan: Plan) -> str:

@@ -7,8 +7,8 @@ go, ``{"master_addr": ...}`` (or ``{"abort": ...}``): every rank imports torch w
 where the rendezvous can listen (``{"ev": "address"}``, before its own import); each says
 ``{"ev": "ready"}`` once imported. The word comes when every rank is ready: the rendezvous (its
 store in rank 0) times the network, never a rank still importing torch. After that stdin is a
-lifeline (channel.py). It needs only the standard library and torch, and must stay valid on
-Python 3.8.
+lifeline, and from its first moment the rank beats (channel.py). It needs only the standard
+library and torch, and must stay valid on Python 3.8.
 
 Every step is reported as one JSON line on the event channel: ``{"ev": "phase", "phase": ...}``
 on entering a phase, ``{"ev": "fail", ...}`` when a phase fails, and result lines (``verify``,
@@ -34,6 +34,7 @@ if "emit" not in globals():
         finish,
         lifeline,
         own_process_group,
+        start_pulse,
     )
     from doctor.stages.allreduce.measure import link_bytes, link_test, sweep, verify
 
@@ -210,6 +211,7 @@ def main(argv):
     spec = json.loads(argv[-1])
     events_apart()
     own_process_group()
+    start_pulse(spec["beat_s"])  # before any thread: it forks
     word = Word()
     threading.Thread(target=lifeline, args=(word,), name="lifeline", daemon=True).start()
     for key, value in spec.get("env", {}).items():
