@@ -41,6 +41,7 @@ class Figures:
     exit_code: int
     reported: list[str]  # nodes whose facts the report holds
     blamed: list[str]  # healthy nodes a finding names
+    failed: list[str]  # nodes a failure names
     leftovers: list[str]  # "node: pid cmdline" of what outlived the run
     files_whole: bool
     files: dict[str, str] = field(default_factory=dict)  # written file -> "whole" or the defect
@@ -113,15 +114,19 @@ def check_files(paths: list[Path]) -> dict[str, str]:
     return verdicts
 
 
-def blamed_nodes(report: dict, faulty: frozenset[str]) -> list[str]:
-    """Nodes a warning or failure names that the scenario left healthy."""
-    named = {
+def named_nodes(report: dict, severities: tuple[str, ...]) -> set[str]:
+    """Nodes the report's findings of these severities name."""
+    return {
         n
         for f in report.get("findings", [])
-        if f.get("severity") in ("warn", "fail")
+        if f.get("severity") in severities
         for n in f.get("nodes", [])
     }
-    return sorted(named - faulty)
+
+
+def blamed_nodes(report: dict, faulty: frozenset[str]) -> list[str]:
+    """Nodes a warning or failure names that the scenario left healthy."""
+    return sorted(named_nodes(report, ("warn", "fail")) - faulty)
 
 
 def run_doctor(
@@ -179,6 +184,7 @@ def run_doctor(
         exit_code=proc.returncode,
         reported=sorted(n for n, v in nodes.items() if v.get("status") == "ok"),
         blamed=blamed_nodes(report, faulty) if isinstance(report, dict) else [],
+        failed=sorted(named_nodes(report, ("fail",))) if isinstance(report, dict) else [],
         leftovers=leftovers(c, proc.pid, before),
         files_whole=all(v == "whole" for v in files.values()),
         files=files,

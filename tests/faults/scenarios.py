@@ -46,14 +46,11 @@ class Scenario:
     fault: Fault = nothing
     commands: tuple[str, ...] = COMMANDS
     faulty: frozenset[str] = frozenset()  # nodes a finding may name
+    named: frozenset[str] = frozenset()  # nodes a failure must name
     unreachable: frozenset[str] = frozenset()  # nodes the report cannot hold
     exits: frozenset[int] = frozenset({1})
     trigger: Trigger | None = None
     interrupts: bool = False
-    exits_under: tuple[tuple[str, frozenset[int]], ...] = ()  # a command's own exits
-
-    def exits_of(self, command: str) -> frozenset[int]:
-        return dict(self.exits_under).get(command, self.exits)
 
     def deadline(self, command: str) -> float:
         return INTERRUPT_DEADLINE if self.interrupts else DEADLINES[command]
@@ -157,13 +154,13 @@ SCENARIOS = (
         # were sometimes named too; 12 of 12 runs named node3 alone after the srun fixes.
         commands=("preflight", "allreduce", "srun"),
         faulty=N3,
+        named=N3,
         trigger=Trigger(
             "node3", "allreduce-worker", lambda c, pid: b.kill_node(c, "node3"), delay=1.0
         ),
-        # Under srun, a rank killed while it imports torch cannot be told from one still
-        # importing (srun tells no exit of a task whose node's processes all went): it is the
-        # slow start a launch deadline warns of (issue 38: a slow start is at most a WARN).
-        exits_under=(("srun", frozenset({0, 1})),),
+        # Under srun, a rank killed while it imports torch gets no exit (srun tells none for a
+        # task whose node's processes all went): its heartbeats stopping while the others' went
+        # on tell it from a rank still importing (doctor/stages/allreduce/liveness.py).
     ),
     Scenario(
         "slow-link",

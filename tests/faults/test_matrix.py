@@ -68,12 +68,13 @@ def test_fault(
     detail = f"{row}\nstderr: {figures.stderr}"
     if scenario.trigger is not None:
         assert figures.triggered, f"the trigger never fired: {detail}"
-    assert figures.exit_code in scenario.exits_of(command), detail
+    assert figures.exit_code in scenario.exits, detail
     assert taken is not None and taken <= scenario.deadline(command), detail
     assert figures.leftovers == [], detail
     assert figures.blamed == [], detail
+    assert scenario.named <= set(figures.failed), detail
     assert figures.files_whole, detail
-    if not scenario.interrupts and scenario.exits_of(command) != {2}:
+    if not scenario.interrupts and scenario.exits != {2}:
         missing = set(scenario.healthy()) - set(figures.reported)
         assert not missing, f"healthy nodes not reported: {missing}\n{detail}"
     assert "Traceback" not in figures.stderr, detail
