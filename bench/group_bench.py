@@ -16,8 +16,9 @@ bed (/work/shared/testbed/cluster.py, bench/load_bench.py's ``Testbed``).
 
 Run as root from the repository root:
 ``python3 -m bench.group_bench [--sizes 8 16] [--runs 3] [--loaded-runs N] [--cases 10mbit]
-[--bed harness|testbed] [--launch-timeout S] [--connect-timeout S]``; results go to
-``bench/group_bench.json`` (merged with what is there, per bed, size and case).
+[--bed harness|testbed] [--launch-timeout S] [--connect-timeout S] [--keep]``; results go to
+``bench/group_bench.json`` (merged with what is there, per bed, size and case; ``--keep`` adds
+the new runs to the case's saved ones).
 """
 
 from __future__ import annotations
@@ -119,6 +120,9 @@ def size(kind: str, n: int, args: argparse.Namespace, result: dict[str, Any]) ->
             quiet = [one(b, options) for _ in range(args.runs)]
             with busy_cores(loaded_runs > 0):
                 loaded = [one(b, options) for _ in range(loaded_runs)]
+        if args.keep and case in result.get("cases", {}):
+            quiet = result["cases"][case]["quiet"] + quiet
+            loaded = result["cases"][case]["loaded"] + loaded
         every = quiet + loaded
         result.setdefault("cases", {})[case] = {
             "options": options,
@@ -178,6 +182,7 @@ def main() -> int:
     parser.add_argument("--bed", choices=["harness", "testbed"], default="harness")
     parser.add_argument("--launch-timeout", type=float, default=None)
     parser.add_argument("--connect-timeout", type=float, default=3.0)
+    parser.add_argument("--keep", action="store_true", help="add to the case's saved runs")
     parser.add_argument("--document", action="store_true")
     args = parser.parse_args()
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
