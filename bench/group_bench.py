@@ -3,11 +3,11 @@ it takes to name a node, how long, and how far apart healthy and slow groups run
 this machine loaded on purpose (a busy loop on every core).
 
 For each size and case (the middle node's link shaped to 10 Mbit/s; the middle node
-blackholed), ``doctor allreduce`` runs RUNS times quiet, then RUNS times loaded. A run is kept
-with its wall time, the search's rounds, tests and seconds, the nodes its FAIL findings name,
+blackholed), ``doctor allreduce`` runs RUNS times quiet, then LOADED_RUNS times loaded. A run is
+kept with its wall time, the search's rounds, tests and seconds, the nodes its FAIL findings name,
 each round's groups (ranks started, seconds, speeds), how long the ranks of the run across every
-node took to import torch, and the load averages around it. docs/scale.md projects 64 nodes from
-these figures (``--document`` prints its table).
+node took to import torch, and the load averages around it. docs/scale.md carries these figures
+(``--document`` prints its table).
 
 At 64 nodes the ranks of the run across every node, and of the search's first round, import
 torch on this machine's 2 cores (about a minute): give them ``--launch-timeout 240``, and
