@@ -22,6 +22,11 @@ HEAD = 16 << 20  # bytes read here first, to see what the rest would cost
 # not wall time: on a busy machine the head takes longer to read, not more work, and processes
 # started for it there doubled the CPU `doctor explain` of a 200 MB log used.
 WORTH_PROCESSES = 0.4
+# How far over WORTH_PROCESSES the head's first quarter must put the rest for the processes to be
+# started then: a log's first lines cost most (each is new), so its estimate only falls as more
+# is read. Measured on bench/explain_bench.py's logs: 1.2 s (dense) and 1.3 s (unique) after
+# the first quarter, against 0.4 s for the mixed log, which stays below WORTH_PROCESSES.
+LIKELY = 2.5
 # A hung job's evidence (watchdog lines, pasted stacks, the tools' reports) is read from every log
 # this small, and from the last HANG_TAIL bytes of a larger one where a hang was seen in the logs
 # (a job that hung left it at its end; its watchdog lines only, found by str.find). A large log
@@ -173,21 +178,38 @@ def _one(
 def _plain(scanner: Scanner, mapped: Mapped, size: int, parallel_from: int, worth: float) -> None:
     """A plain file: read here, or, where it is large and its head shows that the rest would
     keep this process busy for longer than starting processes takes (lines that do not repeat,
-    each read in Python), its rest in parts on every CPU."""
+    each read in Python), its rest in parts on every CPU. The processes are started as soon as
+    the head's first part shows them LIKELY to be worth it, so that they are ready when the
+    head is read."""
     if size < parallel_from or cpus() < 2:
         scan_mapped(scanner, mapped)
         return
-    started = time.thread_time()
-    mapped.scan(scanner, until=min(HEAD, parallel_from // 4))
-    took, done = time.thread_time() - started, max(1, mapped.read_to)
-    at_line_start = mapped.mm is not None and mapped.mm[done - 1 : done] == b"\n"
-    if mapped.done or not at_line_start or took * (size - done) / done < worth:
-        scan_mapped(scanner, mapped)
-        return
-    from doctor.explain.parallel import scan_file  # process pools: only here
+    head_end = min(HEAD, parallel_from // 4)
+    children = None
+    try:
+        started = time.thread_time()
+        for until in (head_end // 4, head_end):
+            mapped.scan(scanner, until=until)
+            took, done = time.thread_time() - started, max(1, mapped.read_to)
+            rest = took * (size - done) / done
+            if children is None and not mapped.done and rest >= worth * LIKELY:
+                from doctor.explain.parallel import start_children  # process pools: only here
 
-    head = mapped.lines()
-    mapped.close()
-    scanner.result.lines += head
-    # Parts of half that size at least: a smaller part costs more in process start than it saves.
-    scan_file(scanner, mapped.path, size, parallel_from // 2, start=done, lines_before=head)
+                children = start_children(cpus() - 1)
+        at_line_start = mapped.mm is not None and mapped.mm[done - 1 : done] == b"\n"
+        if children is None or mapped.done or not at_line_start or rest < worth:
+            scan_mapped(scanner, mapped)
+            return
+        from doctor.explain.parallel import scan_file
+
+        head = mapped.lines()
+        mapped.close()
+        scanner.result.lines += head
+        # Parts of half that size at least: a smaller part costs more in process start than it
+        # saves.
+        scan_file(
+            scanner, mapped.path, size, parallel_from // 2, children, start=done, lines_before=head
+        )
+    finally:
+        if children is not None:
+            children.shutdown(cancel_futures=True)
