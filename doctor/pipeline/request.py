@@ -154,7 +154,8 @@ class AllreduceSettings:
             "--launch-timeout",
             min=1.0,
             help="Seconds every rank may take to start and import torch (raise it where torch "
-            "loads from a slow shared filesystem).",
+            "loads from a slow shared filesystem); what it is raised by, the process group's "
+            "set-up gets too.",
         ),
     ] = Deadlines.launch
     search: Annotated[

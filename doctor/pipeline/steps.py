@@ -20,7 +20,6 @@ import random
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from doctor.core.capture import Capture
@@ -295,7 +294,7 @@ def job_for(
         gpus=gpus,
         port=settings.port,
         python=python or (sys.executable if all(n.local for n in nodes) else "python3"),
-        deadlines=replace(settings.deadlines, launch=settings.launch_timeout),
+        deadlines=settings.deadlines.starting_in(settings.launch_timeout),
         sizes=settings.size_list(),
         recommendation=recommendation,
         recommendation_changes=any(would_change(f, recommendation) for f in facts.values()),
