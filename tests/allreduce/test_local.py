@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.core.model import Severity
-from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank
+from doctor.core.model import Finding, Severity
+from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank, RunResult
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport.launch import LocalLauncher, LocalProcess, Process
 from doctor.stages.allreduce.liveness import SILENT_BEATS
@@ -52,6 +52,12 @@ def alive(pid: int) -> bool:
         return False
     # A zombie is dead; only its parent has not reaped it yet.
     return state != "Z"
+
+
+def only_finding(plan: Plan, run: RunResult) -> Finding:
+    """The one finding on a three-rank local run."""
+    (finding,) = judge(AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,)))
+    return finding
 
 
 def survivors(pids: list[int], within: float = 5.0) -> list[int]:
@@ -234,8 +240,7 @@ def test_every_rank_slow_to_import_torch_is_a_slow_start_that_blames_no_node(tmp
     run = run_plan(plan, SlowTorch(slow_torch(tmp_path), {"node1", "node2", "node3"}))
     assert time.monotonic() - started < 2 + 2 + 5
     assert run.status == "timeout" and run.slow_start
-    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
-    (finding,) = judge(facts)
+    finding = only_finding(plan, run)
     assert (finding.code, finding.nodes) == ("allreduce.slow_start", ())
     assert "--launch-timeout" in finding.fix.commands[0]  # type: ignore[union-attr]
     assert not survivors([r.pid for r in run.ranks if r.pid])
@@ -252,8 +257,7 @@ def test_one_rank_slow_to_import_torch_is_a_warning_that_names_it(tmp_path) -> N
     # The others imported torch and waited for it: no rank had tried the rendezvous.
     assert [r.phase for r in run.ranks[:2]] == ["launch", "launch"]
     assert all(r.ready_s is not None and r.ready_s < 8 for r in run.ranks[:2])
-    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
-    (finding,) = judge(facts)
+    finding = only_finding(plan, run)
     assert (finding.code, finding.severity, finding.nodes) == (
         "allreduce.slow_start",
         Severity.WARN,
@@ -275,8 +279,7 @@ def test_rank_zero_slow_to_import_torch_holds_the_others_until_the_launch_deadli
     assert run.status == "timeout" and run.slow_start, run.headline()
     assert [r.rank for r in run.behind()] == [0]
     assert not any(r.error for r in run.ranks)
-    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
-    (finding,) = judge(facts)
+    finding = only_finding(plan, run)
     assert (finding.code, finding.nodes) == ("allreduce.slow_start", ("node1",))
     assert not survivors([r.pid for r in run.ranks if r.pid])
 
@@ -319,8 +322,7 @@ def test_a_rank_gone_without_an_exit_while_importing_torch_fails_naming_its_node
     assert run.status == "failed" and not run.slow_start, run.headline()
     assert run.ranks[2].gone and run.ranks[2].exit_code is None
     assert [r.rank for r in run.behind()] == [2]
-    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
-    (finding,) = judge(facts)
+    finding = only_finding(plan, run)
     assert (finding.code, finding.severity, finding.nodes) == (
         "allreduce.failed",
         Severity.FAIL,
@@ -336,8 +338,7 @@ def test_a_rank_whose_pulse_beats_on_stays_a_slow_start_past_the_silence() -> No
     run = run_plan(plan, StopsAfterItsFirstLine(pulse_too=False))
     assert run.status == "timeout" and run.slow_start, run.headline()
     assert not run.ranks[2].gone
-    facts = AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,))
-    (finding,) = judge(facts)
+    finding = only_finding(plan, run)
     assert (finding.code, finding.severity, finding.nodes) == (
         "allreduce.slow_start",
         Severity.WARN,

@@ -7,7 +7,11 @@ alone proves nothing either: the controller, or the whole machine, may have stal
 2-core machine: every line then arrives late, together). So a rank is judged gone only when it
 has been silent for SILENT_BEATS beats while another rank's beats kept arriving meanwhile: at
 least OTHERS_BEATS of them, spread over SPREAD_BEATS beats of this clock (not one burst read after
-the controller stalled, the silent rank's own lines perhaps a moment behind in its pipe).
+the controller stalled, the silent rank's own lines perhaps a moment behind in its pipe). And
+run.py takes that judgment only where the start waits for the silent ranks alone (every other
+rank has imported torch) or its deadline is past: while the others import torch, a loaded
+machine starves whole sessions (128 ranks on 2 cores at load 150: 11 went 10-14 s without a
+line, and were well).
 """
 
 from __future__ import annotations

@@ -171,7 +171,14 @@ def run_plan(
                     for k in workers
                     if k not in ended and not states[k].failed and not states[k].done
                 ]
-                for key in pulse.gone(now, watched):
+                silent_ranks = pulse.gone(now, watched)
+                # Only where the start waits for them alone, or its deadline is past: while the
+                # others still import torch, a loaded machine starves whole sessions for seconds
+                # (128 ranks on 2 cores: 11 went 10-14 s without a line and were well).
+                waits_for = all(states[k].ready for k in watched if k not in silent_ranks)
+                if not (waits_for or now - started > plan.deadlines.launch):
+                    silent_ranks = []
+                for key in silent_ranks:
                     silent = pulse.silent_for(key, now)
                     gone(
                         states[key],
