@@ -54,6 +54,9 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+NODE3_SLOW = ("allreduce.slow_start", Severity.WARN, ("node3",))
+
+
 def only_finding(plan: Plan, run: RunResult) -> Finding:
     """The one finding on a three-rank local run."""
     (finding,) = judge(AllreduceFacts("gloo", 3, "node1", plan.port, plan.python, "", runs=(run,)))
@@ -258,11 +261,7 @@ def test_one_rank_slow_to_import_torch_is_a_warning_that_names_it(tmp_path) -> N
     assert [r.phase for r in run.ranks[:2]] == ["launch", "launch"]
     assert all(r.ready_s is not None and r.ready_s < 8 for r in run.ranks[:2])
     finding = only_finding(plan, run)
-    assert (finding.code, finding.severity, finding.nodes) == (
-        "allreduce.slow_start",
-        Severity.WARN,
-        ("node3",),
-    )
+    assert (finding.code, finding.severity, finding.nodes) == NODE3_SLOW
     assert not survivors([r.pid for r in run.ranks if r.pid])
 
 
@@ -339,9 +338,5 @@ def test_a_rank_whose_pulse_beats_on_stays_a_slow_start_past_the_silence() -> No
     assert run.status == "timeout" and run.slow_start, run.headline()
     assert not run.ranks[2].gone
     finding = only_finding(plan, run)
-    assert (finding.code, finding.severity, finding.nodes) == (
-        "allreduce.slow_start",
-        Severity.WARN,
-        ("node3",),
-    )
+    assert (finding.code, finding.severity, finding.nodes) == NODE3_SLOW
     assert not survivors([r.pid for r in run.ranks if r.pid])
