@@ -48,3 +48,12 @@ def test_a_run_whose_ranks_were_still_importing_torch_is_not_run_again() -> None
     job = Job(NODES, recommendation=ADVICE)
     assert not try_recommended(run("timeout", None, phase="launch"), job)
     assert try_recommended(run("timeout", None, phase="rendezvous"), job)
+
+
+def test_a_run_that_lost_a_rank_is_not_run_again() -> None:
+    # Its process or its node went (srun told no exit, its heartbeats stopped): no variable
+    # brings it back, and the second run only waited for it again (about 8 s).
+    job = Job(NODES, recommendation=ADVICE)
+    lost = run("failed", None)
+    lost.ranks[1].gone = True
+    assert not try_recommended(lost, job)

@@ -71,6 +71,8 @@ def try_recommended(configured: RunResult, job: Job) -> bool:
         return False
     if configured.slow_start:
         return False  # the ranks would be as slow to import torch again
+    if any(r.gone for r in configured.ranks):
+        return False  # no setting brings back a process or a node that went
     broken = configured.status != "passed" and not configured.verified
     return broken or job.recommendation_changes
 
