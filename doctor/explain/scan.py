@@ -29,8 +29,8 @@ WORTH_PROCESSES = 0.4
 LIKELY = 2.5
 # A hung job's evidence (watchdog lines, pasted stacks, the tools' reports) is read from every log
 # this small, and from the last HANG_TAIL bytes of a larger one where a hang was seen in the logs
-# (a job that hung left it at its end; its watchdog lines only, found by str.find). A large log
-# without a hang costs nothing more.
+# (a job that hung left it at its end; its watchdog lines only, found in one Aho-Corasick pass).
+# A large log without a hang costs nothing more.
 HANG_SMALL = 8 << 20
 HANG_TAIL = 1 << 20
 HANG_SIGNS = ("torch.nccl.", "gloo.op_timeout", "horovod.", "torch.store.wait_timeout")
@@ -197,10 +197,12 @@ def _plain(scanner: Scanner, mapped: Mapped, size: int, parallel_from: int, wort
 
                 children = start_children(cpus() - 1)
         at_line_start = mapped.mm is not None and mapped.mm[done - 1 : done] == b"\n"
-        if children is None or mapped.done or not at_line_start or rest < worth:
+        if mapped.done or not at_line_start or rest < worth:
             scan_mapped(scanner, mapped)
             return
-        from doctor.explain.parallel import scan_file
+        from doctor.explain.parallel import scan_file, start_children
+
+        children = children or start_children(cpus() - 1)  # worth it, though not LIKELY early
 
         head = mapped.lines()
         mapped.close()

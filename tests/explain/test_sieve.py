@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from doctor.explain import engine, parallel, sieve
 from doctor.explain import mapped as mapped_module
+from doctor.explain import scan as scan_module
 from doctor.explain.engine import Explanation, Scanner
 from doctor.explain.mapped import WINDOW, Mapped, scan_mapped
 from doctor.explain.scan import explain
@@ -218,6 +219,25 @@ def test_a_file_through_mmap_stdin_gzip_and_parts_says_the_same(
     assert mapped == said(explain([str(plain)], parallel_from=len(data) // 3, worth=0.0))
     assert parts and parts[0]["start"] > 0 and parts[0]["lines_before"] > 0
     assert mapped["context"]["lines"] == data.count(b"\n") + 1
+
+
+def test_processes_worth_it_only_by_the_whole_head_are_still_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's first quarter starts them early where it shows them LIKELY to pay; where only
+    the whole head shows them worth it, they are started then."""
+    data = (b"\n".join(CORPUS) + b"\n") * 3
+    monkeypatch.setattr(mapped_module, "WINDOW", 1 << 14)
+    monkeypatch.setattr(scan_module, "LIKELY", float("inf"))  # never early
+    started = []
+    start_children = parallel.start_children
+    monkeypatch.setattr(
+        parallel, "start_children", lambda n: started.append(n) or start_children(n)
+    )
+    plain = tmp_path / "job.log"
+    plain.write_bytes(data)
+    pooled = said(explain([str(plain)], parallel_from=len(data) // 3, worth=0.0))
+    assert started and pooled == said(every_line_read(data))
 
 
 def test_without_wc_the_lines_are_counted_here(

@@ -224,10 +224,9 @@ def _odd(
         held = held or _told_rank(verdict.rank, verdict.node, verdict.pid)
         where = positions.get(who(held), Position("unknown"))
         _add(found, Odd(held, where, f"not in {verdict.collective} ({verdict.tool})"))
-    if not found:
-        found = {
-            (o.process.node, o.process.pid, o.process.rank): o for o in _unheard(stacks, groups)
-        }
+    if not found:  # nothing else names a rank: the text's one quiet rank, if it is that
+        for odd in _unheard(stacks, groups):
+            _add(found, odd)
     return sorted(found.values(), key=lambda o: (o.process.rank or 0, o.process.node))
 
 
