@@ -40,10 +40,9 @@ PIP_WHEEL = "pip-26.3-py3-none-any.whl"
 PIP_SHA256 = "f3b60b20ffaadd4415ed7957212a38ac63fa4c5fa375bd0f4a797777940fad13"
 PYPI = "https://pypi.org/simple"
 
-# Exit 1 unless this checkout is what `import doctor` finds, installed with the entry points
-# pyproject.toml declares and every requirement it names (with the extras given after the path)
-# satisfied. Run from "/", so that the checkout is not imported merely for being the working
-# directory.
+# Exit 1 unless this checkout is what `import doctor` finds, installed with every requirement
+# pyproject.toml names (with the extras given after the path) satisfied. Run from "/", so that
+# the checkout is not imported merely for being the working directory.
 INSTALLED = r"""
 import importlib.metadata as md, sys
 from pathlib import Path
@@ -79,12 +78,6 @@ for text in wanted:
     except md.PackageNotFoundError:
         sys.exit(1)
     if not req.specifier.contains(version, prereleases=True):
-        sys.exit(1)
-# An editable install keeps the entry points of when it was made: a check plugin added since is
-# not found (its checks silently never run) until the checkout is installed again.
-for group, points in project.get("entry-points", {}).items():
-    installed = {e.name: e.value for e in md.entry_points(group=group)}
-    if any(installed.get(name) != value for name, value in points.items()):
         sys.exit(1)
 """
 

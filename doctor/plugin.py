@@ -1,7 +1,7 @@
 """The contract for check plugins: what a check is, how it declares its needs and its codes.
 
-A plugin module ends with ``CHECKS = [...]`` and is registered under the ``cluster_doctor.checks``
-entry-point group, exactly like the built-in modules in ``checks/``. This module is what a plugin
+A plugin module ends with ``CHECKS = [...]``, like the built-in modules in ``checks/``, and is
+registered under the ``cluster_doctor.checks`` entry-point group. This module is what a plugin
 imports: the decorators, ``need`` and ``Skip``, and the findings it yields (``Finding``, ``Fix``,
 ``Severity``, from doctor/core/model.py).
 """
