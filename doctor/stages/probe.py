@@ -842,8 +842,11 @@ def cuda_version():
 
 
 def fabric_state(pynvml, h):
-    # nvmlGpuFabricInfo_t.state (Hopper and later); older GPUs raise NotSupported.
-    return pynvml.nvmlDeviceGetGpuFabricInfo(h).state
+    # nvmlGpuFabricInfo_t.state (Hopper and later); older GPUs raise NotSupported. nvidia-ml-py
+    # fills the struct it is handed (called without one on an H100: TypeError, no state).
+    info = pynvml.c_nvmlGpuFabricInfo_t()
+    pynvml.nvmlDeviceGetGpuFabricInfo(h, ctypes.byref(info))
+    return info.state
 
 
 out = {"cuDriverGetVersion": call(cuda_version)}

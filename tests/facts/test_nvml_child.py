@@ -3,9 +3,10 @@
 The child is the code that will meet a real driver first, and only there; here it runs as the
 probe runs it (a separate ``python3 -c``), with a module named pynvml first on its path that
 answers every call it makes with the shapes nvidia-ml-py's pynvml.py documents: structs with
-``busId``/``total``/``state``/``pid``/``usedGpuMemory`` attributes, bytes for strings in older
-bindings, tuples for MIG mode and remapped rows, ``NVMLError_NotSupported`` where a GPU does not
-support a query. A misspelt call or a changed shape in the child fails here, not on a cluster.
+``busId``/``total``/``pid``/``usedGpuMemory`` attributes, the fabric's struct filled by reference
+(its ``c_nvmlGpuFabricInfo_t``), bytes for strings in older bindings, tuples for MIG mode and
+remapped rows, ``NVMLError_NotSupported`` where a GPU does not support a query. A misspelt call
+or a changed shape in the child fails here, not on a cluster.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from doctor.stages import probe
 
 FAKE_PYNVML = '''
 """MOCK pynvml for tests/facts/test_nvml_child.py: two GPUs, the second an older one."""
+import ctypes
 from types import SimpleNamespace
 
 
@@ -86,7 +88,11 @@ def nvmlDeviceGetRetiredPages(h, cause): return list(_gpu(h)["retired"][cause])
 def nvmlDeviceGetRetiredPagesPendingStatus(h): return _gpu(h)["retired_pending"]
 def nvmlDeviceGetRemappedRows(h): return tuple(_maybe(_gpu(h)["remapped"]))
 def nvmlDeviceGetComputeRunningProcesses(h): return _gpu(h)["procs"]
-def nvmlDeviceGetGpuFabricInfo(h): return SimpleNamespace(state=_maybe(_gpu(h)["fabric"]))
+class c_nvmlGpuFabricInfo_t(ctypes.Structure):
+    _fields_ = [("clusterUuid", ctypes.c_char * 16), ("status", ctypes.c_uint),
+                ("cliqueId", ctypes.c_uint32), ("state", ctypes.c_uint8)]
+def nvmlDeviceGetGpuFabricInfo(h, info):  # fills the struct it is handed by reference
+    info._obj.state = _maybe(_gpu(h)["fabric"])
 '''
 
 
