@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from doctor.facts.frameworks import FrameworkFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.pci import PciDevice
@@ -57,16 +59,18 @@ def test_nvidia_nodes_still_use_nccl() -> None:
     assert _backend(a, b)[0] == "nccl"
 
 
-def test_one_local_gpu_runs_one_nccl_rank_not_two_on_the_same_gpu() -> None:
-    """The real capture of a one-GPU H200 node: `doctor allreduce --local` (2 ranks by default)
-    gave NCCL "invalid usage" there, its two ranks on one GPU of one host. Gloo still doubles."""
+@pytest.mark.parametrize("gpu", ["h200", "h100"])
+def test_one_local_gpu_runs_one_nccl_rank_not_two_on_the_same_gpu(gpu: str) -> None:
+    """The real captures of one-GPU nodes: `doctor allreduce --local` (2 ranks by default)
+    gave NCCL "invalid usage" on the H200, its two ranks on one GPU of one host (the H100's
+    report, after the fix: one rank, nothing to reduce across). Gloo still doubles."""
     import json
     from pathlib import Path
 
     from doctor.core.capture import Capture
     from doctor.facts.node import parse_node
 
-    raw = json.loads((Path(__file__).parents[1] / "fixtures/gpu/h200/probe.json").read_text())
+    raw = json.loads((Path(__file__).parents[1] / f"fixtures/gpu/{gpu}/probe.json").read_text())
     facts = parse_node("vm", Capture(raw))
     local = Node("vm")  # no address: this machine
     job = job_for(AllreduceSettings(ranks=2), [local], {"vm": facts}, "python3")

@@ -3,12 +3,15 @@
     OUT=/some/dir python3 -m tests.gpu.capture
 
 Everything lands in $OUT/capture.tar.gz (the device tool brings back few files): nvidia-smi's
-three views, the doctor's probe, preflight and allreduce on the node, the GPU tests, and four
+three views, the doctor's probe, preflight and allreduce on the node, its allreduce across two
+NCCL hosts of the one GPU (tests/gpu/two_hosts.py), the GPU tests, and four
 hangs of two NCCL ranks on the one GPU (distinct NCCL_HOSTID, NCCL_NET=Socket: two "hosts",
 technical-notes §8.2) made by tests/hang/job.py — one rank sleeping, a mismatched op, different
 sizes, a killed rank — each with what NCCL's RAS, PyTorch's Flight Recorder (armed through the
-environment, dumped through its pipe) and py-spy said while it hung. Each step has a deadline and
-a failed step is logged, not fatal. The tests read what is committed from it (tests/fixtures/gpu).
+environment, dumped through its pipe) and py-spy said while it hung; then three torchrun jobs of
+four such ranks left to end by the watchdog's timeout (what a job leaves after its hang). Each step
+has a deadline and a failed step is logged, not fatal. The tests read what is committed from it
+(tests/fixtures/gpu).
 """
 
 from __future__ import annotations
@@ -26,12 +29,15 @@ import tarfile
 import time
 from pathlib import Path
 
+from doctor.core.jsonable import jsonable
 from tests.gpu.steps import Steps
+from tests.gpu.two_hosts import run_two_hosts
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(os.environ.get("OUT", "/tmp/capture-out"))
 WORK = Path("/tmp/capture")
 PY = sys.executable
+JOB = str(ROOT / "tests" / "hang" / "job.py")
 PYSPY = shutil.which("py-spy") or "/tmp/site/bin/py-spy"
 STEPS = Steps(WORK)
 note, save = STEPS.note, STEPS.save
@@ -87,7 +93,7 @@ def hang(mode: str, port: int) -> None:
     for rank in range(2):
         renv = dict(env, RANK=str(rank), LOCAL_RANK="0", NCCL_HOSTID=f"capture-host{rank}")
         log = open(here / f"rank{rank}.log", "w")  # noqa: SIM115 - closed with the process
-        argv = [PY, str(ROOT / "tests/hang/job.py"), "--backend", "nccl", "--mode", mode]
+        argv = [PY, JOB, "--backend", "nccl", "--mode", mode]
         ranks.append((subprocess.Popen(argv, env=renv, stdout=log, stderr=log), log))
     began = time.monotonic()
     while time.monotonic() - began < 90:
@@ -129,6 +135,38 @@ def hang(mode: str, port: int) -> None:
         os.unlink(pipe)
 
 
+def ended(mode: str, port: int, debug: str) -> None:
+    """Four NCCL ranks under torchrun (each its own NCCL host on the one GPU), rank 2 misbehaving
+    as ``mode``, left to the watchdog's 15 s timeout and torchrun's teardown: the text a job
+    leaves after its hang. torchrun's own output (--tee 3: every rank's lines, labelled) in
+    torchrun.log, each rank's files under logs/ (--log-dir), Flight Recorder's dumps on timeout."""
+    here = WORK / f"ended-{mode}"
+    here.mkdir()
+    env = dict(os.environ, TORCH_NCCL_DUMP_ON_TIMEOUT="1")
+    if debug:
+        env["NCCL_DEBUG"] = debug
+    for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
+        env[name] = "2000"
+    for name in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"):
+        env[name] = f"{here}/fr_"
+    argv = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port",
+            str(port), "--log-dir", str(here / "logs"), "--tee", "3", JOB,
+            "--backend", "nccl", "--mode", mode, "--rank", "2", "--host-per-rank",
+            "--ddp_timeout", "15"]  # fmt: skip
+    began = time.monotonic()
+    with (here / "torchrun.log").open("w") as log:
+        job = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)  # fmt: skip
+        try:
+            rc: int | None = job.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            rc = None
+        with contextlib.suppress(OSError):
+            os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    note(f"ended-{mode}: torchrun rc {rc} after {time.monotonic() - began:.0f}s")
+
+
 def main() -> None:
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
@@ -145,6 +183,15 @@ def main() -> None:
     nccl = dict(os.environ, NCCL_DEBUG="INFO")
     save("allreduce.json", [*doctor, "allreduce", "--local", "--format", "json"], 240, env=nccl)
     save("topo.txt", [*doctor, "topo"])
+    try:
+        began = time.monotonic()
+        staged = run_two_hosts()
+        report = {"allreduce": staged.section(), "findings": jsonable(staged.findings)}
+        (WORK / "allreduce-two-hosts.json").write_text(json.dumps(report, indent=1))
+        note(f"allreduce-two-hosts.json: {report['allreduce']['status']} in "
+             f"{time.monotonic() - began:.1f}s")  # fmt: skip
+    except Exception as exc:  # the steps after it still run
+        note(f"allreduce-two-hosts.json: {type(exc).__name__}: {exc}")
     save("pytest-gpu.txt", [PY, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
                             "tests/allreduce/test_gpu.py", "tests/gpu"], 300, cwd=ROOT)  # fmt: skip
     for port, mode in enumerate(("sleep", "op", "size", "kill"), start=29610):
@@ -152,6 +199,11 @@ def main() -> None:
             hang(mode, port)
         except Exception as exc:  # one broken hang must not lose the others
             note(f"hang-{mode}: {type(exc).__name__}: {exc}")
+    for port, (mode, debug) in enumerate((("sleep", ""), ("op", "WARN"), ("kill", "")), 29630):
+        try:
+            ended(mode, port, debug)
+        except Exception as exc:
+            note(f"ended-{mode}: {type(exc).__name__}: {exc}")
     STEPS.write_log("capture.log")
     with tarfile.open(OUT / "capture.tar.gz", "w:gz") as tar:
         tar.add(WORK, arcname="capture")

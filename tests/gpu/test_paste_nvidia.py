@@ -1,10 +1,12 @@
 """NVIDIA pastes land in the probe's capture slots and come out as the facts the probe gives.
 
-The text is from tests/fixtures/nvidia/ (written from the documented formats, not captured: no
-GPU exists here); the paste reader's splitting is stood in for by starts() over the lines."""
+The text is from tests/fixtures/nvidia/ (written from the documented formats) and, for the last
+test, from lent GPUs (tests/fixtures/gpu/: real H200 and H100 output); the paste reader's splitting
+is stood in for by starts() over the lines."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +202,25 @@ def test_pasted_node_parses_whole() -> None:
     assert isinstance(facts.gpus, GpuFacts) and isinstance(facts.driver, DriverFacts)
     assert facts.driver.module_version == "535.183.06"
     assert facts.driver.version == "550.90.07"  # what nvidia-smi said, as NVML would
+
+
+@pytest.mark.parametrize("gpu", ["h200", "h100"])
+@pytest.mark.parametrize("output", ["nvidia-smi.txt", "nvidia-smi-q.xml"])
+def test_a_real_gpus_own_output_pasted_gives_what_nvml_gave_the_probe(
+    gpu: str, output: str
+) -> None:
+    """nvidia-smi's table and -q -x of a lent H200 and H100 (tests/fixtures/gpu/), against the
+    doctor's probe of the same machine (NVML through pynvml) taken minutes apart."""
+    probe = parse_gpus(Capture(json.loads((FIXTURES / "gpu" / gpu / "probe.json").read_text())))
+    pasted = parse_gpus(capture(text(output, f"gpu/{gpu}")))
+    assert isinstance(probe, GpuFacts) and isinstance(pasted, GpuFacts)
+    (nvml,) = probe.gpus
+    (seen,) = pasted.gpus
+    assert (seen.name, seen.bus_id) == (nvml.name, nvml.bus_id)
+    assert seen.ecc_uncorrected_volatile == nvml.ecc_uncorrected_volatile
+    if output.endswith(".xml"):  # the table does not say these
+        assert seen.ecc_enabled == nvml.ecc_enabled
+        assert (seen.health.pcie_gen_max, seen.health.pcie_width) == (
+            nvml.health.pcie_gen_max,
+            nvml.health.pcie_width,
+        )

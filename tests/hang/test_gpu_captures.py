@@ -1,7 +1,7 @@
-"""The hang verdicts on what a real GPU said: two NCCL ranks on one H200 (tests/fixtures/gpu/h200,
-hang-*), their py-spy stacks, Flight Recorder dumps and RAS answers, as the stacks agent hands
-them over (doctor/facts/hang/flight_dump.py turns a dump into plain values). One rank misbehaves
-in each."""
+"""The hang verdicts on what a real GPU said: two NCCL ranks on one H200 and on one H100
+(tests/fixtures/gpu/h200, h100: hang-*), their py-spy stacks, Flight Recorder dumps and RAS
+answers, as the stacks agent hands them over (doctor/facts/hang/flight_dump.py turns a dump into
+plain values). One rank misbehaves in each."""
 
 from __future__ import annotations
 
@@ -17,19 +17,26 @@ from doctor.facts.hang.flight_dump import read_dump
 from doctor.facts.hang.shape import hang_view
 from doctor.facts.hang.stacks import StacksFacts, parse_node
 
-H200 = Path(__file__).parents[1] / "fixtures" / "gpu" / "h200"
-PIDS = {"sleep": (935, 936), "op": (1002, 1003), "size": (1074, 1075), "kill": (1144, 1145)}
+GPU = Path(__file__).parents[1] / "fixtures" / "gpu"
+H200 = GPU / "h200"
+PIDS = {
+    "h200": {"sleep": (935, 936), "op": (1002, 1003), "size": (1074, 1075), "kill": (1144, 1145)},
+    "h100": {"sleep": (857, 858), "op": (925, 926), "size": (997, 998), "kill": (1068, 1069)},
+}
+# tests/hang/job.py's lines when each was captured: the allreduce, the sleep, the broadcast.
+LINES = {"h200": (50, 71, 81), "h100": (67, 88, 98)}
+GPUS = pytest.mark.parametrize("gpu", ["h200", "h100"])
 
 
 def _flight(path: Path) -> dict[str, Any] | None:
     return read_dump(path.read_bytes()) if path.exists() else None
 
 
-def answer(mode: str, ras_form: str = "json") -> dict[str, Any]:
+def answer(mode: str, ras_form: str = "json", gpu: str = "h200") -> dict[str, Any]:
     """The agent's answer for the one node (the capture's ranks, as the agent reports them)."""
-    here = H200 / f"hang-{mode}"
+    here = GPU / gpu / f"hang-{mode}"
     processes = []
-    for rank, pid in enumerate(PIDS[mode]):
+    for rank, pid in enumerate(PIDS[gpu][mode]):
         stack = here / f"pyspy-rank{rank}.json"
         if not stack.exists():
             continue  # the killed rank: no process any more
@@ -51,46 +58,52 @@ def answer(mode: str, ras_form: str = "json") -> dict[str, Any]:
             "ras": ras}  # fmt: skip
 
 
-def facts(mode: str, ras_form: str = "json") -> StacksFacts:
-    return StacksFacts({"vm": parse_node("vm", answer(mode, ras_form))})
+def facts(mode: str, ras_form: str = "json", gpu: str = "h200") -> StacksFacts:
+    return StacksFacts({"vm": parse_node("vm", answer(mode, ras_form, gpu))})
 
 
+@GPUS
 @pytest.mark.parametrize("ras_form", ["json", "text"])
-def test_a_sleeping_rank_is_named_by_flight_recorder_and_ras(ras_form: str) -> None:
-    view = hang_view(facts("sleep", ras_form), "rendezvous 127.0.0.1:29610")
+def test_a_sleeping_rank_is_named_by_flight_recorder_and_ras(ras_form: str, gpu: str) -> None:
+    view = hang_view(facts("sleep", ras_form, gpu), "rendezvous 127.0.0.1:29610")
     assert view.shape() == "outside"
     (odd,) = view.odd
-    assert odd.process.rank == 1 and "job.py:71" in odd.position.describe()
+    assert odd.process.rank == 1 and f"job.py:{LINES[gpu][1]}" in odd.position.describe()
     assert "up to collective #3, the others wait in #4 (Flight Recorder)" in odd.why
     assert "launched 3 AllReduce operations, the others up to 4 (NCCL RAS)" in odd.why
     (waiting,) = view.waiting
     assert [r.rank for r in waiting.ranks] == [0] and waiting.position.op == "all_reduce"
 
 
-def test_a_broadcast_against_an_allreduce_is_a_mismatch_with_both_call_sites() -> None:
-    view = hang_view(facts("op"), "rendezvous 127.0.0.1:29610")
+@GPUS
+def test_a_broadcast_against_an_allreduce_is_a_mismatch_with_both_call_sites(gpu: str) -> None:
+    view = hang_view(facts("op", gpu=gpu), "rendezvous 127.0.0.1:29610")
     assert view.shape() == "mismatch" and view.mismatch is not None
     assert view.mismatch.what == "op" and view.mismatch.source == "Flight Recorder"
     sides = {label: [r.rank for r in ranks] for label, ranks in view.mismatch.sides.items()}
+    allreduce, _, broadcast = LINES[gpu]
     assert sides == {
-        "all_reduce at job.py:50 allreduce": [0],
-        "broadcast at job.py:81 <module>": [1],
+        f"all_reduce at job.py:{allreduce} allreduce": [0],
+        f"broadcast at job.py:{broadcast} <module>": [1],
     }
 
 
-def test_different_sizes_are_a_mismatch_that_only_flight_recorder_sees() -> None:
-    view = hang_view(facts("size"), "rendezvous 127.0.0.1:29610")
+@GPUS
+def test_different_sizes_are_a_mismatch_that_only_flight_recorder_sees(gpu: str) -> None:
+    view = hang_view(facts("size", gpu=gpu), "rendezvous 127.0.0.1:29610")
     assert view.ras is not None and view.ras.lags == []  # RAS: the counts agree
     assert view.mismatch is not None and view.mismatch.what == "sizes"
+    line = LINES[gpu][0]
     assert sorted(view.mismatch.sides) == [
-        "all_reduce [[1024]] at job.py:50 allreduce",
-        "all_reduce [[2048]] at job.py:50 allreduce",
+        f"all_reduce [[1024]] at job.py:{line} allreduce",
+        f"all_reduce [[2048]] at job.py:{line} allreduce",
     ]
 
 
+@GPUS
 @pytest.mark.parametrize("ras_form", ["json", "text"])
-def test_a_killed_rank_is_gone_and_the_other_waits(ras_form: str) -> None:
-    view = hang_view(facts("kill", ras_form), "rendezvous 127.0.0.1:29610")
+def test_a_killed_rank_is_gone_and_the_other_waits(ras_form: str, gpu: str) -> None:
+    view = hang_view(facts("kill", ras_form, gpu), "rendezvous 127.0.0.1:29610")
     assert view.shape() == "gone"
     (gone,) = view.gone
     assert gone.rank == 1
@@ -98,8 +111,9 @@ def test_a_killed_rank_is_gone_and_the_other_waits(ras_form: str) -> None:
     assert [r.rank for r in waiting.ranks] == [0]
 
 
-def test_the_check_names_only_the_odd_rank() -> None:
-    cluster = ClusterFacts(nodes={}, stacks=facts("sleep"))
+@GPUS
+def test_the_check_names_only_the_odd_rank(gpu: str) -> None:
+    cluster = ClusterFacts(nodes={}, stacks=facts("sleep", gpu=gpu))
     (finding,) = list(hang.fn(cluster))
     assert finding.code == "hang.outside_collective" and finding.nodes == ("vm",)
     assert finding.data["ranks"] == [1]
