@@ -1,7 +1,7 @@
 """The literal words one of which every text the tools' readers accept holds (a caller's
 pre-filter): NCCL RAS's report (ras_text.py), torchfrtrace's verdicts (frtrace.py), Horovod's
-stall inspector (horovod.py). Kept apart from the readers so that a log holding none of them
-does not import them."""
+stall inspector (horovod.py), the launchers' word on a rank killed or crashed (exits.py). Kept
+apart from the readers so that a log holding none of them does not import them."""
 
 from __future__ import annotations
 
@@ -11,4 +11,5 @@ FRTRACE = ("joining collective", "has errors", "at entry", "errors for group", "
            "Missing dump files")  # fmt: skip
 HOROVOD = ("remainder of ranks", "Missing ranks:", "Stalled ranks:", "Stalled ops:",
            "[missing ranks:", "[ready ranks:")  # fmt: skip
-VERDICTS: tuple[str, ...] = (*RAS, *FRTRACE, *HOROVOD)
+EXITS = ("first observed failure", "noticed that process rank", "srun: error:")
+VERDICTS: tuple[str, ...] = (*RAS, *FRTRACE, *HOROVOD, *EXITS)

@@ -7,7 +7,8 @@ whether the doctor looked at the ranks itself or reads their text afterwards.
   last completed" are its ``pg_status``; Flight Recorder's own dump files are read as they are;
 - pasted stacks and process tables (hang/pasted.py) become the ranks' threads and states;
 - the tools' verdicts (hang/verdicts.py): NCCL RAS's report is the RAS answer the stacks agent
-  brings back; torchfrtrace's and Horovod's missing ranks are ``Told``.
+  brings back; torchfrtrace's and Horovod's missing ranks are ``Told``; a rank its launcher saw
+  killed or crash (torchrun's root cause, mpirun's and srun's reports) is ``exited``.
 
 A rank's number comes from its lines (``[rank3]:``, ``[Rank 3]``), else from its file's name
 (file_ranks: torchrun --log-dir, Slurm's %t, rank3.log, fr_3).
@@ -190,6 +191,7 @@ class Written:
     flights: dict[int, dict[str, Any]] = field(default_factory=dict)
     ras: list[dict[str, str]] = field(default_factory=list)
     told: list[Told] = field(default_factory=list)
+    exited: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank: node, what was said
     sources: list[str] = field(default_factory=list)  # files that gave evidence
     shown: dict[int, str] = field(default_factory=dict)  # ranks whose output is here: node
     # PyTorch 2.2's "Received a global timeout from another rank" without numbers: the rank
@@ -215,7 +217,7 @@ class Written:
                 self.flights.setdefault(number, dump)  # the first of a rank's dumps read
                 self.sources.append(source)
             return
-        found = len(self.ranks) + len(self.processes) + len(self.ras) + len(self.told)
+        found = self._evidence()
         hits = WORDS.where(data)
         if rank is not None:
             self.shown.setdefault(rank, host)
@@ -231,8 +233,17 @@ class Written:
                 self._pasted(text, source, rank, host)
             if verdicts:
                 self._verdicts(text)
-        if len(self.ranks) + len(self.processes) + len(self.ras) + len(self.told) > found:
+        if self._evidence() > found:
             self.sources.append(source)
+
+    def _evidence(self) -> int:
+        return (
+            len(self.ranks)
+            + len(self.processes)
+            + len(self.ras)
+            + len(self.told)
+            + len(self.exited)
+        )
 
     def _watchdog(self, lines: list[str], rank: int | None, host: str) -> None:
         for line in lines:
@@ -279,7 +290,7 @@ class Written:
 
     def _verdicts(self, text: str) -> None:
         # Imported here: most hangs' text holds no tool's verdict.
-        from doctor.explain.hang.verdicts import find_ras, read_frtrace, read_horovod
+        from doctor.explain.hang.verdicts import find_ras, read_exits, read_frtrace, read_horovod
 
         lines = text.splitlines()  # as printed: the readers unwrap what they need themselves
         self.ras.extend(answer for _, answer in find_ras(lines))
@@ -288,11 +299,14 @@ class Written:
                 host = absent.hosts.get(number, "")
                 pid = absent.pids.get(number, 0)
                 self.told.append(Told(number, host, pid, absent.collective, absent.tool))
+        for ended in read_exits(lines):
+            self.exited.setdefault(ended.rank, (ended.node, ended.describe()))
 
     def facts(self, pids: dict[int, str] | None = None) -> StacksFacts | None:
         """The live look's facts of what was read, or None where nothing told of a hang.
         ``pids``: the host each pid ran on, where the logs' other lines say (NCCL's prefix
         ``host:pid:tid``), for ranks whose own evidence names no node."""
+        # A launcher's word on a killed rank alone is a failed job, not a hang.
         if not (self.ranks or self.processes or self.flights or self.ras or self.told):
             return None
         named = {k for r in self.ranks.values() for k in r.groups if k}
@@ -341,7 +355,8 @@ class Written:
             held = answer.get(first, NodeStacks(first))
             answer[first] = NodeStacks(held.node, processes=held.processes, ras=self.ras[0])
         quiet = () if self.notice else tuple(sorted(self._quiet(by_rank)))
-        return StacksFacts(answer, live=False, told=tuple(self.told), quiet=quiet)
+        exited = tuple((n, node, said) for n, (node, said) in sorted(self.exited.items()))
+        return StacksFacts(answer, live=False, told=tuple(self.told), quiet=quiet, exited=exited)
 
     def _quiet(self, by_rank: dict[int | None, JobProcess]) -> Iterable[tuple[int, str]]:
         """Ranks whose output is here that gave no evidence, with their node where known."""

@@ -308,8 +308,9 @@ def _ras_mismatch(ranks: list[JobProcess], ras: RasView | None) -> Sides | None:
 def _gone(
     stacks: StacksFacts, job: str, ranks: list[JobProcess], ras: RasView | None
 ) -> tuple[list[Gone], int | None]:
-    """Ranks the job has (its world size) that no answering node holds, and RAS's lost ranks;
-    a rank on a node that said nothing is that node's silence, not a rank gone."""
+    """Ranks the job has (its world size) that no answering node holds, RAS's lost ranks, and
+    (text) ranks their launcher saw killed or crash whose own text shows no wait; a rank on a
+    node that said nothing is that node's silence, not a rank gone."""
     sizes = [w for r in ranks if (w := r.world_size) is not None]
     world = max(sizes) if sizes else None
     if not stacks.live:  # a rank the text does not show is not thereby gone
@@ -350,4 +351,11 @@ def _gone(
         why = f"{known.why}; " if known else ""
         told = f" ({where})" if where else ""
         out[lost.rank] = Gone(lost.rank, node, f"{why}NCCL RAS lost it{told}")
+    waited = {r.rank for r in ranks if r.flight or position(r).kind == "collective"}
+    for number, node, said in stacks.exited:
+        if number in waited:
+            continue  # killed after it timed out in a collective: a waiter, not the cause
+        known = out.get(number)
+        why = f"{known.why}; " if known else ""
+        out[number] = Gone(number, (known.node if known else None) or node or None, why + said)
     return list(out.values()), world

@@ -161,6 +161,9 @@ class StacksFacts:
     # Text only: ranks whose own output is here (their file, their launcher's label) but holds
     # no word of the hang: (rank, node).
     quiet: tuple[tuple[int, str], ...] = ()
+    # Text only: ranks their launcher saw killed or crash (torchrun, mpirun, srun): (rank, node,
+    # what the launcher said).
+    exited: tuple[tuple[int, str, str], ...] = ()
 
     def ranks(self, job: str | None = None) -> list[JobProcess]:
         """The ranks (of one job, when named), by rank."""

@@ -21,6 +21,7 @@ from doctor.render.explain import all_findings, explain_json, hang_findings
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "fixtures" / "gpu" / "h200"
+H100 = ROOT / "fixtures" / "gpu" / "h100"
 TOOLS = ROOT / "fixtures" / "logs" / "hang" / "tools"
 
 
@@ -38,10 +39,11 @@ def hang(*paths: Path) -> list[dict[str, Any]]:
         ("size", "hang.mismatch", [0, 1], []),
     ],
 )
-def test_the_h200_captures_read_as_files_give_the_live_verdict(
-    mode: str, code: str, ranks: list[int], reported: list[int]
+@pytest.mark.parametrize("gpu", [H200, H100])
+def test_the_gpu_captures_read_as_files_give_the_live_verdict(
+    mode: str, code: str, ranks: list[int], reported: list[int], gpu: Path
 ) -> None:
-    files = sorted((H200 / f"hang-{mode}").iterdir())
+    files = sorted((gpu / f"hang-{mode}").iterdir())
     (found,) = hang(*files)
     assert found["code"] == code and found["severity"] == "fail"
     assert found["data"]["ranks"] == ranks and found["data"]["reported"] == reported
@@ -54,6 +56,26 @@ def test_the_sleeping_rank_is_named_with_its_node_pid_and_line() -> None:
     assert "rank 1 (vm, pid 936) at job.py:71 <module>" in found["summary"]
     assert found["data"]["pids"] == [{"rank": 1, "node": "vm", "pid": 936}]
     assert "launched 3 AllReduce operations, the others up to 4 (NCCL RAS)" in found["summary"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "code"), [("sleep", "hang.outside_collective"), ("op", "hang.mismatch")]
+)
+@pytest.mark.parametrize("given", ["torchrun.log", "rank files", "everything"])
+def test_a_job_the_watchdog_ended_names_the_rank_behind(mode: str, code: str, given: str) -> None:
+    """Four NCCL ranks on the H100 under torchrun, rank 2 asleep or broadcasting, left to the
+    watchdog's 15 s timeout and torchrun's teardown (tests/fixtures/gpu/h100/ended-*): what the
+    console kept (--tee 3), each rank's own files (--log-dir), or those and Flight Recorder's
+    dumps. torchrun's root cause is rank 1 or 0 (SIGABRT after its own timeout): never named."""
+    here = H100 / f"ended-{mode}"
+    files = {
+        "torchrun.log": [here / "torchrun.log"],
+        "rank files": sorted(here.glob("logs/*/attempt_0/*/*.log")),
+        "everything": sorted(p for p in here.rglob("*") if p.is_file()),
+    }[given]
+    (found,) = hang(*files)
+    assert found["code"] == code and found["data"]["ranks"] == [2]
+    assert found["data"]["reported"] == [0, 1, 3]
 
 
 def test_one_kind_of_evidence_alone_names_the_same_rank_or_none() -> None:
@@ -330,11 +352,13 @@ def test_a_sigint_traceback_names_the_rank(tmp_path: Path) -> None:
 
 def test_every_readers_keyword_holds_a_sign_the_scan_looks_for() -> None:
     """scan.py imports the hang readers only where a log holds one of SIGNS: each keyword a
-    reader accepts text by must hold one, or text it reads would never reach it."""
+    reader accepts text by must hold one, or text it reads would never reach it. A launcher's
+    word on a killed rank is not hang evidence alone (a failed job): read only beside some."""
     from doctor.explain.hang.pasted import KEYWORDS as PASTED
     from doctor.explain.hang.signs import SIGNS
     from doctor.explain.hang.verdicts import KEYWORDS as VERDICTS
     from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG
+    from doctor.explain.hang.words import EXITS
 
-    for keyword in (*PASTED, *VERDICTS, *WATCHDOG):
+    for keyword in (*PASTED, *(k for k in VERDICTS if k not in EXITS), *WATCHDOG):
         assert any(sign in keyword.encode() for sign in SIGNS), keyword

@@ -1,0 +1,112 @@
+"""The launcher's word on the rank that ended first, read from a job's text after its hang.
+
+- torchrun's ChildFailedError: its "Root Cause (first observed failure):" entry, ``rank : 2
+  (local_rank: 2)``, ``host : node3``, ``exitcode : -9 (pid: 1388)`` (a negative code is the
+  signal; torch/distributed/elastic/multiprocessing/errors/__init__.py formats it);
+- Open MPI: ``mpirun noticed that process rank 2 with PID 0 on node node3 exited on signal 9
+  (Killed).`` (``prterun`` in Open MPI 5);
+- Slurm: ``srun: error: node3: task 2: Killed`` (``tasks 0-1,3:`` for several).
+
+Only an end no collective's failure brings counts: a kill or a crash (SIGKILL, SIGSEGV, SIGBUS,
+SIGILL, SIGFPE). A rank that only waited ends by its watchdog's SIGABRT, by the exception its
+failed collective raised (exit code 1), or by its launcher's SIGTERM once another rank ended:
+what the hang did, not its cause. Each launcher's report is what a real run printed (the H100's
+torchrun jobs, tests/fixtures/gpu/h100/ended-*; mpirun and srun on the test bed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from doctor.explain.prefix import strip_prefixes
+
+# Signals no collective's failure sends: the OOM killer, a scheduler, kill -9; a native crash.
+ENDS = {9: "SIGKILL", 11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
+# srun's words for them (strsignal()), "(core dumped)" or not.
+SRUN_ENDS = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Illegal instruction": 4,
+             "Floating point exception": 8}  # fmt: skip
+
+ROOT = "Root Cause (first observed failure)"
+FIELD = re.compile(
+    r"^\s*(rank|host|exitcode|time|error_file|traceback)\s*:\s*(-?\d+|\S+)(?:\s*\(pid:\s*(\d+)\))?"
+)
+ENTRY_START = re.compile(r"^\s*\[\d+\]:\s*$")
+MPI = re.compile(
+    r"(?:mpirun|prterun|orterun|mpiexec) noticed that process rank (\d+) with PID (\d+) on node "
+    r"(\S+) exited on signal (\d+)"
+)
+SRUN = re.compile(r"srun: error: ([\w.-]+): tasks? ([\d,-]+): (.+?)\s*$")
+NOT_A_NODE = ("", "localhost", "?")
+
+
+@dataclass(frozen=True)
+class Exit:
+    """A rank its launcher saw end by a kill or a crash."""
+
+    rank: int
+    node: str  # "" where the report does not name one
+    pid: int  # 0 where not said (Open MPI says 0 for a process it did not start itself)
+    signal: str  # "SIGKILL"
+    launcher: str  # "torchrun", "mpirun", "srun"
+
+    def describe(self) -> str:
+        pid = f", pid {self.pid}" if self.pid else ""
+        return f"ended by {self.signal} ({self.launcher}'s report{pid})"
+
+
+def read_exits(lines: Iterable[str]) -> list[Exit]:
+    """Every launcher's first kill or crash, in the order printed, each rank once."""
+    found: dict[int, Exit] = {}
+    entry: dict[str, tuple[str, str | None]] | None = None
+    for line in lines:
+        message, _ = strip_prefixes(line)
+        if entry is not None:
+            field = FIELD.match(message)
+            if field:
+                entry[field.group(1)] = (field.group(2), field.group(3))
+                continue
+            if not entry and ENTRY_START.match(message):
+                continue
+            _torchrun(entry, found)
+            entry = None
+        if ROOT in message:
+            entry = {}
+        elif mpi := MPI.search(message):
+            rank, pid, node, number = mpi.groups()
+            _keep(found, Exit(int(rank), _node(node), int(pid), "", "mpirun"), int(number))
+        elif srun := SRUN.search(message):
+            number = SRUN_ENDS.get(srun.group(3).removesuffix(" (core dumped)"))
+            for rank in _tasks(srun.group(2)) if number else ():
+                _keep(found, Exit(rank, _node(srun.group(1)), 0, "", "srun"), number or 0)
+    if entry is not None:
+        _torchrun(entry, found)
+    return list(found.values())
+
+
+def _torchrun(entry: dict[str, tuple[str, str | None]], found: dict[int, Exit]) -> None:
+    rank, code = entry.get("rank", ("", None))[0], entry.get("exitcode", ("", None))
+    if rank.isdigit() and code[0].lstrip("-").isdigit() and int(code[0]) < 0:
+        pid = int(code[1]) if code[1] else 0
+        node = _node(entry.get("host", ("", None))[0])
+        _keep(found, Exit(int(rank), node, pid, "", "torchrun"), -int(code[0]))
+
+
+def _keep(found: dict[int, Exit], exit_: Exit, number: int) -> None:
+    if number in ENDS and exit_.rank not in found:
+        found[exit_.rank] = Exit(exit_.rank, exit_.node, exit_.pid, ENDS[number], exit_.launcher)
+
+
+def _node(name: str) -> str:
+    return "" if name in NOT_A_NODE else name
+
+
+def _tasks(spec: str) -> list[int]:
+    """srun's task list: "3", "0-1,3"."""
+    out: list[int] = []
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            out.extend(range(int(low), int(high or low) + 1))
+    return out[:4096]
