@@ -139,3 +139,26 @@ def test_fabric() -> None:
     assert codes(gh.fabric, gpu(), pci=[switch], gpu_host=GpuHostFacts((), True)) == []
     assert codes(gh.fabric, gpu(fabric_state="in_progress")) == ["gpu.fabric.not_ready"]
     assert run(gh.fabric, gpu()).status is Status.SKIP
+
+
+def test_a_real_gpus_fabric_state_is_read_and_judged_without_nvswitch() -> None:
+    """The H200 probed before the fix (the binding called without its struct: no state) and
+    after it (tests/fixtures/gpu/h200/probe-fabric.json: NVML's 0, not supported). A GPU
+    without an NVLink fabric skips the fabric check, never fails it."""
+    import json
+    from pathlib import Path
+
+    from doctor.core.capture import Capture
+    from doctor.facts.node import parse_node
+    from doctor.facts.nvidia.gpus import parse_gpus
+
+    h200 = Path(__file__).parents[1] / "fixtures" / "gpu" / "h200"
+    states = []
+    for name in ("probe.json", "probe-fabric.json"):
+        raw = json.loads((h200 / name).read_text())
+        gpus = parse_gpus(Capture(raw))
+        assert isinstance(gpus, GpuFacts)
+        states.append(gpus.gpus[0].health.fabric_state)
+        (outcome,) = run_checks([gh.fabric], fk.cluster(parse_node("vm", Capture(raw))))
+        assert outcome.status == Status.SKIP
+    assert states == [None, "not_supported"]
