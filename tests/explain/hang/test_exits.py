@@ -34,6 +34,11 @@ def exits(path: Path) -> list[Exit]:
         (EXITS / "srun-kill.log", [Exit(3, "node2", 0, "SIGKILL", "srun")]),
         (EXITS / "srun-kill-on-bad-exit.log", [Exit(3, "node2", 0, "SIGKILL", "srun")]),
         (EXITS / "srun-segv.log", [Exit(3, "node2", 0, "SIGSEGV", "srun")]),
+        (EXITS / "mpirun-3-nodes.log", [Exit(3, "node2", 6146, "SIGKILL", "mpirun")]),
+        # torch 2.13 writes "exitcode  : -9 (pid: 5776)  (SIGKILL)"; node1's and node3's root
+        # causes exited with code 1 (their allreduce failed): not counted.
+        (EXITS / "torchrun-3-nodes/node1.log", []),
+        (EXITS / "torchrun-3-nodes/node2.log", [Exit(3, "node2", 5776, "SIGKILL", "torchrun")]),
         # The root cause is a rank that timed out waiting (SIGABRT): nobody was killed.
         (H100 / "ended-sleep/torchrun.log", []),
         (H100 / "ended-op/torchrun.log", []),
@@ -44,7 +49,8 @@ def test_each_launchers_report_names_the_killed_rank_only(path: Path, expected: 
 
 
 def hang(*paths: Path) -> list[dict[str, Any]]:
-    doc = explain_json(explain([str(p) for p in paths]))
+    files = [f for p in paths for f in (sorted(p.iterdir()) if p.is_dir() else [p])]
+    doc = explain_json(explain([str(f) for f in files]))
     return [f for f in doc["findings"] if f["check"] == "hang"]
 
 
@@ -55,6 +61,8 @@ def hang(*paths: Path) -> list[dict[str, Any]]:
         (EXITS / "mpirun-kill.log", 2, ["vm"], [0, 1, 3]),
         (EXITS / "srun-kill.log", 3, ["node2"], [0, 1, 2, 4, 5]),
         (EXITS / "srun-kill-on-bad-exit.log", 3, ["node2"], [2, 4]),
+        (EXITS / "mpirun-3-nodes.log", 3, ["node2"], [0, 1, 2, 4, 5]),
+        (EXITS / "torchrun-3-nodes", 3, ["node2"], [0, 1, 2, 4, 5]),
     ],
 )
 def test_the_killed_rank_is_gone_and_no_waiter_is_named(
