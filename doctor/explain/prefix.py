@@ -74,7 +74,7 @@ _PATTERNS = [
         r"(?: +(?:(?P<pid>\d+)(?= [^\]\s]+\.py:)|\d+))?|\[[IWEF]) [^\]\s]+:\d+\]\s?",
     ),
     # srun -l / pdsh-style numeric task labels: "3: "
-    (_LAUNCHER, r"(?P<rank>\d{1,6}): (?=\S)"),
+    (_LAUNCHER, r"(?P<rank>\d{1,6}): (?=\s*\S)"),
     # docker compose: "name  | " (the service name, padded to the longest one).
     (_COLLECTOR, r"(?P<via>[A-Za-z0-9][\w.-]*)\s+\|\s"),
     # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) "). Last: it

@@ -68,6 +68,15 @@ T = dt.datetime(2026, 11, 22, 4, 7, 59, tzinfo=dt.timezone.utc).timestamp()
             this_year(11, 22, 4, 12, 6, 615173),
         ),
         ("2026-11-22T04:07:59Z 3: hello", "hello", None, None, 3, T),
+        # srun -l before an indented line (a traceback's frame, torchrun's error entry).
+        (
+            "1:   rank      : 3 (local_rank: 1)",
+            "  rank      : 3 (local_rank: 1)",
+            None,
+            None,
+            1,
+            None,
+        ),
         (
             "Nov 22 04:07:59 node7 sshd[812]: Connection closed",
             "Connection closed",

@@ -57,11 +57,15 @@ class Exit:
 
 
 def read_exits(lines: Iterable[str]) -> list[Exit]:
-    """Every launcher's first kill or crash, in the order printed, each rank once."""
+    """Every launcher's first kill or crash, in the order printed, each rank once. A torchrun
+    entry's lines are gathered per writer (srun -l's task label, a log collector's host), so two
+    agents printing at once into one stream are not read as one entry."""
     found: dict[int, Exit] = {}
-    entry: dict[str, tuple[str, str | None]] | None = None
+    entries: dict[tuple[object, ...], dict[str, tuple[str, str | None]]] = {}
     for line in lines:
-        message, _ = strip_prefixes(line)
+        message, origin = strip_prefixes(line)
+        writer = (origin.rank, origin.host, origin.via)
+        entry = entries.get(writer)
         if entry is not None:
             field = FIELD.match(message)
             if field:
@@ -69,10 +73,9 @@ def read_exits(lines: Iterable[str]) -> list[Exit]:
                 continue
             if not entry and ENTRY_START.match(message):
                 continue
-            _torchrun(entry, found)
-            entry = None
+            _torchrun(entries.pop(writer), found)
         if ROOT in message:
-            entry = {}
+            entries[writer] = {}
         elif mpi := MPI.search(message):
             rank, pid, node, number = mpi.groups()
             _keep(found, Exit(int(rank), _node(node), int(pid), "", "mpirun"), int(number))
@@ -80,7 +83,7 @@ def read_exits(lines: Iterable[str]) -> list[Exit]:
             number = SRUN_ENDS.get(srun.group(3).removesuffix(" (core dumped)"))
             for rank in _tasks(srun.group(2)) if number else ():
                 _keep(found, Exit(rank, _node(srun.group(1)), 0, "", "srun"), number or 0)
-    if entry is not None:
+    for entry in entries.values():
         _torchrun(entry, found)
     return list(found.values())
 

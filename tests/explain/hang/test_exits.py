@@ -110,3 +110,15 @@ def exits_text() -> list[str]:
 def test_garbage_never_raises_and_names_only_numbers_it_saw(lines: list[str]) -> None:
     for found in read_exits(["Root Cause (first observed failure):", *lines]):
         assert found.signal.startswith("SIG") and found.rank >= 0
+
+
+def test_two_agents_printing_at_once_under_srun_labels_stay_apart() -> None:
+    """node1's and node2's root-cause entries (the bed's real ones) interleaved line by line, as
+    `srun -l` delivers two agents writing at once: each read under its own label."""
+    blocks = []
+    for task, node in ((1, "node2"), (0, "node1")):  # the later writer's fields last
+        text = (EXITS / "torchrun-3-nodes" / f"{node}.log").read_text().splitlines()
+        start = next(i for i, line in enumerate(text) if "first observed failure" in line)
+        blocks.append([f"{task}: {line}" for line in text[start : start + 9]])
+    mixed = [line for pair in zip(*blocks, strict=True) for line in pair]
+    assert read_exits(mixed) == [Exit(3, "node2", 5776, "SIGKILL", "torchrun")]
