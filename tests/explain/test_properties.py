@@ -7,12 +7,12 @@ import time
 import tracemalloc
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from doctor.explain.engine import Scanner, context, findings
 from doctor.explain.nccl_log import MAX_PROCESSES, NcclLog
-from doctor.explain.prefix import Origin
+from doctor.explain.prefix import Origin, strip_prefixes
 from doctor.explain.source import MAX_LINE, iter_blocks
 from doctor.render.explain import explain_json
 from tests.explain.fixtures import LOGS, body
@@ -131,6 +131,11 @@ def test_a_failure_line_keeps_its_code_under_prefixes_and_line_endings(
     case: tuple[bytes, str], prefix: bytes, ending: bytes
 ) -> None:
     line, code = case
+    # A launcher's label before a line that carries another rank's label is two writers' lines
+    # spliced (prefix.py): nothing of it is read, by design.
+    outer = strip_prefixes((prefix + b"x").decode())[1].rank
+    inner = strip_prefixes(line.decode("utf-8", "replace"))[1].rank
+    assume(outer is None or inner is None or outer == inner)
     found = findings(scan_bytes(prefix + line + ending + b"\n").result)
     assert [f.code for f in found] == [code]
 

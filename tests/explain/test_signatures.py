@@ -161,6 +161,12 @@ EXPECTED = {
     "nccl/v2.31-diagnostics.log": [],
     "nccl/v2.4-ib-mpirun.log": [],
     "nccl/v2.7-socket-torchrun.log": [],
+    # A rank killed or crashed mid-job, under each launcher (captured: hang/exits/README.md).
+    "hang/exits/mpirun-kill.log": ["mpi.rank_exited", "gloo.peer_lost", "mpi.rank_killed"],
+    "hang/exits/mpirun-3-nodes.log": ["mpi.rank_exited", "gloo.peer_lost", "mpi.rank_killed"],
+    "hang/exits/srun-kill.log": ["gloo.peer_lost", "slurm.task_killed"],
+    "hang/exits/srun-kill-on-bad-exit.log": ["gloo.peer_lost", "slurm.task_killed"],
+    "hang/exits/srun-segv.log": ["gloo.peer_lost", "slurm.task_killed"],
 }
 
 # What each captured failure must be blamed on (the first error), not only that it is found.
@@ -175,11 +181,16 @@ FIRST = {
     "format/torch-nccl-last-error.log": "nccl.socket.connect_failed",
     "format/torch-nccl-heartbeat.log": "torch.nccl.watchdog_timeout",
     "format/horovod-p2p-same-hostname.log": "nccl.p2p.ipc_failed",
+    # The killed rank, not the peers that lost it (printed first) nor the launcher's teardown.
+    "hang/exits/mpirun-kill.log": "mpi.rank_killed",
+    "hang/exits/srun-kill.log": "slurm.task_killed",
+    "hang/exits/srun-kill-on-bad-exit.log": "slurm.task_killed",
 }
 
 
 def test_every_fixture_is_listed() -> None:
     on_disk = {f"{p.parent.name}/{p.name}" for p in LOGS.glob("*/*.log")}
+    on_disk |= {f"hang/exits/{p.name}" for p in LOGS.glob("hang/exits/*.log")}
     assert on_disk == set(EXPECTED)
 
 
@@ -200,7 +211,12 @@ def test_every_signature_is_tested_on_a_fixture() -> None:
 
 
 def test_real_captures_cover_what_can_fail_here() -> None:
-    real = {c for name, codes in EXPECTED.items() if name.startswith("real/") for c in codes}
+    real = {
+        c
+        for name, codes in EXPECTED.items()
+        if name.startswith(("real/", "hang/exits/"))
+        for c in codes
+    }
     for code in (
         "gloo.loopback_address",
         "gloo.no_address",
@@ -221,6 +237,8 @@ def test_real_captures_cover_what_can_fail_here() -> None:
         "gloo.peer_lost",
         "torch.store.port_in_use",
         "torch.dataloader.timeout",
+        "mpi.rank_killed",
+        "slurm.task_killed",
     ):
         assert code in real
 
