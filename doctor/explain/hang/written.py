@@ -355,7 +355,10 @@ class Written:
             held = answer.get(first, NodeStacks(first))
             answer[first] = NodeStacks(held.node, processes=held.processes, ras=self.ras[0])
         quiet = () if self.notice else tuple(sorted(self._quiet(by_rank)))
-        exited = tuple((n, node, said) for n, (node, said) in sorted(self.exited.items()))
+        # One rank killed or crashed is the cause; several (a time limit, scancel, a whole node
+        # lost, srun's 'tasks 0-63: Killed') say nothing of which rank held the others.
+        exited = tuple((n, node, said) for n, (node, said) in self.exited.items())
+        exited = exited if len(exited) == 1 else ()
         return StacksFacts(answer, live=False, told=tuple(self.told), quiet=quiet, exited=exited)
 
     def _quiet(self, by_rank: dict[int | None, JobProcess]) -> Iterable[tuple[int, str]]:

@@ -122,3 +122,14 @@ def test_two_agents_printing_at_once_under_srun_labels_stay_apart() -> None:
         blocks.append([f"{task}: {line}" for line in text[start : start + 9]])
     mixed = [line for pair in zip(*blocks, strict=True) for line in pair]
     assert read_exits(mixed) == [Exit(3, "node2", 5776, "SIGKILL", "torchrun")]
+
+
+def test_several_ranks_killed_at_once_name_none(tmp_path: Path) -> None:
+    """A time limit or scancel kills every task: srun says Killed for each. The bed's real
+    report, rank 2 said killed too: no rank is named by the exits."""
+    text = (EXITS / "srun-kill.log").read_text()
+    text = text.replace("task 2: Exited with exit code 1", "task 2: Killed")
+    (tmp_path / "job.log").write_text(text)
+    assert len(exits(tmp_path / "job.log")) == 2
+    for found in hang(tmp_path / "job.log"):
+        assert found["code"] != "hang.rank_gone" and 3 not in found["data"]["ranks"]
