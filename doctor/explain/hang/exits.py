@@ -39,6 +39,7 @@ MPI = re.compile(
 )
 SRUN = re.compile(r"srun: error: ([\w.-]+): tasks? ([\d,-]+): (.+?)\s*$")
 NOT_A_NODE = ("", "localhost", "?")
+MAX_TASKS = 4096  # tasks one srun line may name that are read
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Exit:
 
     rank: int
     node: str  # "" where the report does not name one
-    pid: int  # 0 where not said (Open MPI says 0 for a process it did not start itself)
+    pid: int  # 0 where not said (Open MPI run on one machine here printed "PID 0")
     signal: str  # "SIGKILL"
     launcher: str  # "torchrun", "mpirun", "srun"
 
@@ -78,11 +79,11 @@ def read_exits(lines: Iterable[str]) -> list[Exit]:
             entries[writer] = {}
         elif mpi := MPI.search(message):
             rank, pid, node, number = mpi.groups()
-            _keep(found, Exit(int(rank), _node(node), int(pid), "", "mpirun"), int(number))
+            _keep(found, int(rank), node, int(pid), "mpirun", int(number))
         elif srun := SRUN.search(message):
             number = SRUN_ENDS.get(srun.group(3).removesuffix(" (core dumped)"))
             for rank in _tasks(srun.group(2)) if number else ():
-                _keep(found, Exit(rank, _node(srun.group(1)), 0, "", "srun"), number or 0)
+                _keep(found, rank, srun.group(1), 0, "srun", number or 0)
     for entry in entries.values():
         _torchrun(entry, found)
     return list(found.values())
@@ -92,24 +93,24 @@ def _torchrun(entry: dict[str, tuple[str, str | None]], found: dict[int, Exit]) 
     rank, code = entry.get("rank", ("", None))[0], entry.get("exitcode", ("", None))
     if rank.isdigit() and code[0].lstrip("-").isdigit() and int(code[0]) < 0:
         pid = int(code[1]) if code[1] else 0
-        node = _node(entry.get("host", ("", None))[0])
-        _keep(found, Exit(int(rank), node, pid, "", "torchrun"), -int(code[0]))
+        host = entry.get("host", ("", None))[0]
+        _keep(found, int(rank), host, pid, "torchrun", -int(code[0]))
 
 
-def _keep(found: dict[int, Exit], exit_: Exit, number: int) -> None:
-    if number in ENDS and exit_.rank not in found:
-        found[exit_.rank] = Exit(exit_.rank, exit_.node, exit_.pid, ENDS[number], exit_.launcher)
-
-
-def _node(name: str) -> str:
-    return "" if name in NOT_A_NODE else name
+def _keep(found: dict[int, Exit], rank: int, node: str, pid: int, by: str, signal: int) -> None:
+    if signal in ENDS and rank not in found:
+        found[rank] = Exit(rank, "" if node in NOT_A_NODE else node, pid, ENDS[signal], by)
 
 
 def _tasks(spec: str) -> list[int]:
-    """srun's task list: "3", "0-1,3"."""
+    """srun's task list: "3", "0-1,3"; at most MAX_TASKS, however wide a range it says."""
     out: list[int] = []
     for part in spec.split(","):
         low, _, high = part.partition("-")
         if low.isdigit() and (not high or high.isdigit()):
-            out.extend(range(int(low), int(high or low) + 1))
-    return out[:4096]
+            first = int(low)
+            last = min(int(high or low), first + MAX_TASKS)
+            out.extend(range(first, last + 1))
+        if len(out) >= MAX_TASKS:
+            break
+    return out[:MAX_TASKS]

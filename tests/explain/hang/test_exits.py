@@ -133,3 +133,9 @@ def test_several_ranks_killed_at_once_name_none(tmp_path: Path) -> None:
     assert len(exits(tmp_path / "job.log")) == 2
     for found in hang(tmp_path / "job.log"):
         assert found["code"] != "hang.rank_gone" and 3 not in found["data"]["ranks"]
+
+
+def test_a_range_of_a_billion_tasks_is_cut_at_once() -> None:
+    """Read whole, such a range would hold gigabytes of numbers."""
+    found = read_exits(["srun: error: node1: tasks 0-999999999,5-7: Killed"])
+    assert [e.rank for e in found] == list(range(4096))
