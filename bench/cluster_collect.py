@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bench.floor import ssh_floor
 from bench.installed import compile_bytecode
+from doctor.nodes.connect import WORKERS
 from doctor.nodes.inventory import build_inventory
 from doctor.nodes.transport.ssh import SshTransport
 from doctor.stages.mesh import run_mesh
@@ -111,7 +112,7 @@ def mesh_alone(c: Cluster) -> float:
         for n in nodes:  # open the connections first: time the mesh, not the controller's SSH
             transport.execute(n, ["true"], b"", 30)
         started = time.perf_counter()
-        mesh = run_mesh(nodes, transport)
+        mesh = run_mesh(nodes, transport, workers=WORKERS)  # as the preflight runs it
         elapsed = time.perf_counter() - started
     # On 2 shared cores a few of the n*(n-1) logins can overrun; count them, do not hide them.
     MESH_FAILURES.append(len(mesh.failed()) + len(mesh.not_run))

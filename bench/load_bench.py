@@ -49,8 +49,11 @@ WITHIN = 120.0  # seconds the blackholed case must take at most
 
 
 class Bed(Protocol):
-    names: list[str]
-    ssh_config: Path
+    @property
+    def names(self) -> list[str]: ...
+
+    @property
+    def ssh_config(self) -> Path: ...
 
     def hosts_arg(self) -> str: ...
 

@@ -12,6 +12,7 @@ import io
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -22,7 +23,7 @@ from doctor.facts.cluster import ClusterFacts
 from doctor.render.output import Format, OutputOptions, emit
 
 
-def best_of(runs: int, fn) -> float:  # type: ignore[no-untyped-def]
+def best_of(runs: int, fn: Callable[[], object]) -> float:
     times = []
     for _ in range(runs):
         started = time.perf_counter()

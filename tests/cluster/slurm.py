@@ -134,7 +134,7 @@ class Slurm:
 
     def node_states(self) -> dict[str, str]:
         out = self.client(["sinfo", "-h", "-N", "-o", "%N %t"]).stdout
-        return dict(line.split() for line in out.splitlines() if line.strip())  # type: ignore[misc]
+        return dict(line.split() for line in out.splitlines() if line.strip())
 
     def wait_idle(self, names: Sequence[str], timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

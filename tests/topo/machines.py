@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.core.model import Missing
 from doctor.facts.system import parse_cpu_list
 from tests.topo.fake_pynvml import GPU_TYPE, SWITCH, Gpu, Link, fake_module, nvml_answers
 
@@ -21,7 +22,9 @@ PCIE_CPUS = ("0-31,64-95", "32-63,96-127")
 def words(members: str) -> list[int]:
     """A cpulist as NVML's affinity array of 64-bit words."""
     out = [0] * 16
-    for n in parse_cpu_list(members):
+    cpus = parse_cpu_list(members)
+    assert not isinstance(cpus, Missing), members
+    for n in cpus:
         out[n // 64] |= 1 << (n % 64)
     return out
 
