@@ -205,7 +205,9 @@ def _gone(view: HangView) -> Iterator[Finding]:
                     '"killed process|out of memory|segfault"\'',
                 ),
             ),
-            data=_data(view, []) | {"ranks": [g.rank for g in lost]},
+            # A gone rank whose text is here (a crash's dump) is the cause, not one that waited.
+            data=_data(view, [r for r in view.ranks if r.rank in {g.rank for g in lost}])
+            | {"ranks": [g.rank for g in lost]},
         )
 
 

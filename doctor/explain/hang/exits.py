@@ -24,8 +24,9 @@ from doctor.explain.prefix import strip_prefixes
 
 # Signals no collective's failure sends: the OOM killer, a scheduler, kill -9; a native crash.
 ENDS = {9: "SIGKILL", 11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
-# srun's words for them (strsignal()), "(core dumped)" or not.
-SRUN_ENDS = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Illegal instruction": 4,
+# Their names as strsignal() words them, which srun ("(core dumped)" or not) and faulthandler
+# ("Fatal Python error: Segmentation fault") print.
+NAMED = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Illegal instruction": 4,
              "Floating point exception": 8}  # fmt: skip
 
 ROOT = "Root Cause (first observed failure)"
@@ -81,7 +82,7 @@ def read_exits(lines: Iterable[str]) -> list[Exit]:
             rank, pid, node, number = mpi.groups()
             _keep(found, int(rank), node, int(pid), "mpirun", int(number))
         elif srun := SRUN.search(message):
-            number = SRUN_ENDS.get(srun.group(3).removesuffix(" (core dumped)"))
+            number = NAMED.get(srun.group(3).removesuffix(" (core dumped)"))
             for rank in _tasks(srun.group(2)) if number else ():
                 _keep(found, rank, srun.group(1), 0, "srun", number or 0)
     for entry in entries.values():

@@ -72,6 +72,7 @@ class _Stream:
     thread_name: str = ""  # "Exception in thread NAME:" names the traceback below
     json: pf.JsonBlock | None = None
     table: Table | None = None
+    crash: str = ""  # faulthandler's fatal signal, for the dump it begins
 
 
 class _Reader:
@@ -128,6 +129,7 @@ class _Reader:
             return "thread"
         elif pf.FAULT_START.match(text):
             self._end_dump(s)
+            s.crash = m.group(1) if (m := pf.FAULT_CRASH.match(text)) else ""
         elif (m := pf.FAULT_THREAD.fullmatch(text)) or text == pf.FAULT_STACK:
             current = m is None or m.group(1) == "Current thread"
             tid, name = (pf.thread_id(m.group(2)), m.group(3)) if m else (0, None)
@@ -265,7 +267,8 @@ class _Reader:
 
     def _new_dump(self, s: _Stream, tool: str) -> Dump:
         self._end_dump(s)
-        s.dump = Dump(tool, s.said, self.count)
+        s.dump = Dump(tool, s.said, self.count, crash=s.crash if tool == "faulthandler" else "")
+        s.crash = ""
         return s.dump
 
     def _end_thread(self, s: _Stream) -> None:

@@ -67,6 +67,12 @@ FAULT_FRAME = re.compile(r'(?:\| )?File (?:"(.*)"|\?\?\?), line (\d+|\?\?\?),? i
 FAULT_NOTES = ("Garbage-collecting", "<no Python frame>", "<tstate is freed>", "...")
 # What starts a faulthandler dump: a fatal error, dump_traceback_later's timeout.
 FAULT_START = re.compile(r"Fatal Python error: |Timeout \(\d+:\d\d:\d\d\)!")
+# The fatal signals faulthandler reports that a process brings on itself (faulthandler.c's
+# handlers). Not "Aborted": a rank's watchdog aborts it after its own timeout, waiting.
+FAULT_CRASH = re.compile(
+    r"Fatal Python error: "
+    r"(Segmentation fault|Bus error|Floating point exception|Illegal instruction)"
+)
 
 TRACEBACK = "Traceback (most recent call last):"
 # Innermost first: gdb's py-bt (CPython's Tools/gdb/libpython.py, frames as a traceback's, a

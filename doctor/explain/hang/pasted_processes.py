@@ -30,6 +30,7 @@ class Dump:
     python: tuple[str, str] | None = None  # py-spy's "Python vX.Y (EXE)": version, executable
     threads: list[Thread] = field(default_factory=list)
     current: bool = False  # faulthandler's "Current thread" was seen
+    crash: str = ""  # faulthandler's fatal signal above the dump ("Segmentation fault")
 
 
 Rows = list[tuple[str, Row]]  # (host, row), in the order read
@@ -102,6 +103,7 @@ def _from_dump(dump: Dump) -> JobProcess | None:
         env={**argv_env(dump.argv), **dump.said.env()},
         parent=dump.parent,
         threads=threads,
+        crash=dump.crash,
     )
 
 

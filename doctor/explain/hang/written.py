@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
+from doctor.explain.hang.exits import ENDS, NAMED, Exit
 from doctor.explain.hang.signs import DUMP_STARTS
 from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
 from doctor.explain.hang.watchdog import WatchdogLine, read_watchdog
@@ -191,7 +192,7 @@ class Written:
     flights: dict[int, dict[str, Any]] = field(default_factory=dict)
     ras: list[dict[str, str]] = field(default_factory=list)
     told: list[Told] = field(default_factory=list)
-    exited: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank: node, what was said
+    exited: dict[int, Exit] = field(default_factory=dict)  # by rank
     sources: list[str] = field(default_factory=list)  # files that gave evidence
     shown: dict[int, str] = field(default_factory=dict)  # ranks whose output is here: node
     # PyTorch 2.2's "Received a global timeout from another rank" without numbers: the rank
@@ -300,7 +301,7 @@ class Written:
                 pid = absent.pids.get(number, 0)
                 self.told.append(Told(number, host, pid, absent.collective, absent.tool))
         for ended in read_exits(lines):
-            self.exited.setdefault(ended.rank, (ended.node, ended.describe()))
+            self.exited.setdefault(ended.rank, ended)
 
     def facts(self, pids: dict[int, str] | None = None) -> StacksFacts | None:
         """The live look's facts of what was read, or None where nothing told of a hang.
@@ -317,6 +318,9 @@ class Written:
             for key, g in r.groups.items()
             if g.op and g.seq is not None
         }
+        # One rank killed or crashed is the cause; several (a time limit, scancel, a whole node
+        # lost, srun's 'tasks 0-63: Killed') say nothing of which rank held the others.
+        ended = list(self.exited.values()) if len(self.exited) == 1 else []
         by_rank: dict[int | None, JobProcess] = {}
         loose: list[JobProcess] = []
         for number, said in self.ranks.items():
@@ -339,6 +343,13 @@ class Written:
                 continue
             known = by_rank.get(process.rank)
             by_rank[process.rank] = process if known is None else _merged(known, process)
+        crashed = [p for p in loose if p.crash and p.role == "rank"]
+        if len(ended) == 1 and len(crashed) == 1 and _same_end(ended[0], crashed[0], by_rank):
+            # faulthandler's dump of the one crash the launcher saw, written as it died.
+            (end,), (process,) = ended, crashed
+            loose.remove(process)
+            env = {**process.env, "RANK": str(end.rank)}
+            by_rank[end.rank] = replace(process, node=process.node or end.node, env=env)
         # A process the text gives neither a rank nor a pid (faulthandler's dumps) is still one
         # process of its own: a number below zero keeps it apart, and is never shown.
         loose = [
@@ -355,10 +366,7 @@ class Written:
             held = answer.get(first, NodeStacks(first))
             answer[first] = NodeStacks(held.node, processes=held.processes, ras=self.ras[0])
         quiet = () if self.notice else tuple(sorted(self._quiet(by_rank)))
-        # One rank killed or crashed is the cause; several (a time limit, scancel, a whole node
-        # lost, srun's 'tasks 0-63: Killed') say nothing of which rank held the others.
-        exited = tuple((n, node, said) for n, (node, said) in self.exited.items())
-        exited = exited if len(exited) == 1 else ()
+        exited = tuple((e.rank, e.node, e.describe()) for e in ended)
         return StacksFacts(answer, live=False, told=tuple(self.told), quiet=quiet, exited=exited)
 
     def _quiet(self, by_rank: dict[int | None, JobProcess]) -> Iterable[tuple[int, str]]:
@@ -384,6 +392,12 @@ def _flight_dump(data: bytes) -> dict[str, Any] | None:
     from doctor.explain.hang.verdicts import read_flight_dump  # a dump file's reader: only here
 
     return read_flight_dump(data)
+
+
+def _same_end(end: Exit, process: JobProcess, by_rank: dict[int | None, JobProcess]) -> bool:
+    """The launcher's crashed rank and an unranked faulthandler dump of the same signal, where
+    that rank has no evidence of its own yet."""
+    return end.rank not in by_rank and ENDS.get(NAMED.get(process.crash, 0)) == end.signal
 
 
 def _with_rank(origin: Origin, rank: int | None) -> Origin:

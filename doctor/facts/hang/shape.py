@@ -195,8 +195,10 @@ def _odd(
             if group.waits:
                 continue
             for r in group.ranks:
-                odd = Odd(r, group.position, "outside any collective", _child(stacks, r))
-                found[(r.node, r.pid, r.rank)] = odd
+                if r.crash and r.rank is not None:
+                    continue  # gone: it crashed there (_gone)
+                why = f"crashed ({r.crash})" if r.crash else "outside any collective"
+                found[(r.node, r.pid, r.rank)] = Odd(r, group.position, why, _child(stacks, r))
     for lag in flight.lags:
         p = lag.process
         where = positions.get(who(p), Position("unknown"))
@@ -352,10 +354,16 @@ def _gone(
         told = f" ({where})" if where else ""
         out[lost.rank] = Gone(lost.rank, node, f"{why}NCCL RAS lost it{told}")
     waited = {r.rank for r in ranks if r.flight or position(r).kind == "collective"}
-    for number, node, said in stacks.exited:
+    said = {number: (node, why) for number, node, why in stacks.exited}
+    for r in ranks:  # (text) a faulthandler dump of a crash: the rank died where it shows
+        if r.crash and r.rank is not None:
+            node, why = said.get(r.rank, (r.node, ""))
+            crashed = f"crashed ({r.crash}) at {position(r).describe()}"
+            said[r.rank] = (node or r.node, f"{why}; {crashed}" if why else crashed)
+    for number, (node, why) in said.items():
         if number in waited:
             continue  # killed after it timed out in a collective: a waiter, not the cause
         known = out.get(number)
-        why = f"{known.why}; " if known else ""
-        out[number] = Gone(number, (known.node if known else None) or node or None, why + said)
+        before = f"{known.why}; " if known else ""
+        out[number] = Gone(number, (known.node if known else None) or node or None, before + why)
     return list(out.values()), world

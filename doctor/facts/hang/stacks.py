@@ -74,6 +74,7 @@ class JobProcess:
     flight: dict[str, Any] | None = None  # Flight Recorder's dump, trimmed (hang/flight.py)
     flight_error: str | None = None
     nccl: bool = False  # libnccl (or librccl) mapped
+    crash: str = ""  # text only: the fatal signal its faulthandler dump began with
 
     @property
     def rank(self) -> int | None:

@@ -139,3 +139,38 @@ def test_a_range_of_a_billion_tasks_is_cut_at_once() -> None:
     """Read whole, such a range would hold gigabytes of numbers."""
     found = read_exits(["srun: error: node1: tasks 0-999999999,5-7: Killed"])
     assert [e.rank for e in found] == list(range(4096))
+
+
+def segv_log(tmp_path: Path, *, srun: bool, label: str = "") -> Path:
+    """The bed's real srun job whose task 3 segfaulted (faulthandler's dump among the others'
+    tracebacks), with srun's own lines or without, the dump's lines labelled or not."""
+    lines = []
+    dump = False
+    for line in (EXITS / "srun-segv.log").read_text().splitlines():
+        if line.startswith("srun: ") and not srun:
+            continue
+        dump = dump or line.startswith("Fatal Python error")
+        lines.append(label + line if dump and line else line)
+        dump = dump and not line.startswith("Extension modules")
+    (tmp_path / "job.log").write_text("\n".join(lines) + "\n")
+    return tmp_path / "job.log"
+
+
+def test_a_crash_srun_saw_and_faulthandler_dumped_is_one_gone_rank(tmp_path: Path) -> None:
+    """Before: rank 3 gone, and beside it 'a process holds the job ... outside any collective'
+    (faulthandler's dump, unranked): the same rank twice."""
+    (found,) = hang(segv_log(tmp_path, srun=True))
+    assert found["code"] == "hang.rank_gone" and found["data"]["ranks"] == [3]
+    assert found["nodes"] == ["node2"] and "crashed (Segmentation fault) at" in found["summary"]
+
+
+def test_a_labelled_crash_dump_alone_is_the_gone_rank(tmp_path: Path) -> None:
+    (found,) = hang(segv_log(tmp_path, srun=False, label="[rank3]:"))
+    assert found["code"] == "hang.rank_gone" and found["data"]["ranks"] == [3]
+    assert found["data"]["reported"] == [0, 1, 2, 4, 5]
+
+
+def test_an_unranked_crash_dump_alone_says_it_crashed(tmp_path: Path) -> None:
+    (found,) = hang(segv_log(tmp_path, srun=False))
+    assert found["code"] == "hang.outside_collective" and found["data"]["ranks"] == []
+    assert "crashed (Segmentation fault)" in found["summary"]
