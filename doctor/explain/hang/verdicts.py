@@ -1,8 +1,7 @@
 """What hang-diagnosis tools print about ranks that did not join a collective, in one place.
 
 NCCL RAS (ras_text.py finds its reports; doctor/facts/hang/ras.py reads them), PyTorch's Flight
-Recorder analyzer (frtrace.py), Horovod's stall inspector (horovod.py), the launchers' report of a
-rank killed or crashed (exits.py), and a Flight Recorder
+Recorder analyzer (frtrace.py), Horovod's stall inspector (horovod.py), and a Flight Recorder
 dump file itself (doctor/facts/hang/flight_dump.py, the stacks agent's reader). Lines may be
 given as printed or already unwrapped (doctor/explain/prefix.py); Horovod's ``N: [...]`` lines
 keep their rank only as printed.
@@ -13,23 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.explain.hang.absent import Absent
-from doctor.explain.hang.exits import Exit, read_exits
 from doctor.explain.hang.frtrace import read_frtrace
 from doctor.explain.hang.horovod import read_horovod
 from doctor.explain.hang.ras_text import find_ras
 from doctor.explain.hang.words import VERDICTS as KEYWORDS
 from doctor.facts.hang.flight_dump import read_dump
 
-__all__ = [
-    "KEYWORDS",
-    "Absent",
-    "Exit",
-    "find_ras",
-    "read_exits",
-    "read_flight_dump",
-    "read_frtrace",
-    "read_horovod",
-]
+__all__ = ["KEYWORDS", "Absent", "find_ras", "read_flight_dump", "read_frtrace", "read_horovod"]
 
 
 def read_flight_dump(data: bytes) -> dict[str, Any] | None:

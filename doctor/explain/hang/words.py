@@ -1,7 +1,8 @@
 """The literal words one of which every text the tools' readers accept holds (a caller's
 pre-filter): NCCL RAS's report (ras_text.py), torchfrtrace's verdicts (frtrace.py), Horovod's
-stall inspector (horovod.py), the launchers' word on a rank killed or crashed (exits.py). Kept
-apart from the readers so that a log holding none of them does not import them."""
+stall inspector (horovod.py); and the launchers' word on a rank killed or crashed (exits.py),
+read from the lines around these words alone. Kept apart from the readers so that a log holding
+none of them does not import them."""
 
 from __future__ import annotations
 
@@ -12,4 +13,4 @@ FRTRACE = ("joining collective", "has errors", "at entry", "errors for group", "
 HOROVOD = ("remainder of ranks", "Missing ranks:", "Stalled ranks:", "Stalled ops:",
            "[missing ranks:", "[ready ranks:")  # fmt: skip
 EXITS = ("first observed failure", "noticed that process rank", "srun: error:")
-VERDICTS: tuple[str, ...] = (*RAS, *FRTRACE, *HOROVOD, *EXITS)
+VERDICTS: tuple[str, ...] = (*RAS, *FRTRACE, *HOROVOD)

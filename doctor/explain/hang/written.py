@@ -22,10 +22,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
-from doctor.explain.hang.exits import ENDS, NAMED, Exit
+from doctor.explain.hang.exits import ENDS, ENTRY, NAMED, Exit, read_exits
 from doctor.explain.hang.signs import DUMP_STARTS
 from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
 from doctor.explain.hang.watchdog import WatchdogLine, read_watchdog
+from doctor.explain.hang.words import EXITS
 from doctor.explain.hang.words import VERDICTS as VERDICT_KEYWORDS
 from doctor.explain.keywords import KeywordIndex
 from doctor.explain.prefix import Origin, splice_at, strip_prefixes
@@ -62,7 +63,7 @@ OPS = {  # ProcessGroupNCCL's OpType, as Flight Recorder names the collective
 }
 # The words that call for a line to be read, found in one pass over the bytes: the watchdog's
 # lines are decoded alone, and a large log's tail that holds no tool's verdict is not decoded.
-WORDS = KeywordIndex(k.encode() for k in (*WATCHDOG_KEYWORDS, *VERDICT_KEYWORDS))
+WORDS = KeywordIndex(k.encode() for k in (*WATCHDOG_KEYWORDS, *VERDICT_KEYWORDS, *EXITS))
 
 
 # Lines that name the ranks behind: TORCH_NCCL_DESYNC_DEBUG's report, Gloo's monitoredBarrier
@@ -226,8 +227,12 @@ class Written:
             for a, b in LABELS.findall(data):
                 self.shown.setdefault(int(a or b), host)
         watchdog = len(WATCHDOG_KEYWORDS)
+        tools = watchdog + len(VERDICT_KEYWORDS)
         self._watchdog(holding(data, (at for i, at in hits if i < watchdog)), rank, host)
-        verdicts = any(i >= watchdog for i, _ in hits)
+        verdicts = any(watchdog <= i < tools for i, _ in hits)
+        # A launcher's report: its lines and a root cause's entry after it, decoded alone.
+        for ended in read_exits(holding(data, (at for i, at in hits if i >= tools), ENTRY)):
+            self.exited.setdefault(ended.rank, ended)
         if stacks or verdicts:
             text = data.decode("utf-8", "replace")
             if stacks:
@@ -291,7 +296,7 @@ class Written:
 
     def _verdicts(self, text: str) -> None:
         # Imported here: most hangs' text holds no tool's verdict.
-        from doctor.explain.hang.verdicts import find_ras, read_exits, read_frtrace, read_horovod
+        from doctor.explain.hang.verdicts import find_ras, read_frtrace, read_horovod
 
         lines = text.splitlines()  # as printed: the readers unwrap what they need themselves
         self.ras.extend(answer for _, answer in find_ras(lines))
@@ -300,8 +305,6 @@ class Written:
                 host = absent.hosts.get(number, "")
                 pid = absent.pids.get(number, 0)
                 self.told.append(Told(number, host, pid, absent.collective, absent.tool))
-        for ended in read_exits(lines):
-            self.exited.setdefault(ended.rank, ended)
 
     def facts(self, pids: dict[int, str] | None = None) -> StacksFacts | None:
         """The live look's facts of what was read, or None where nothing told of a hang.
@@ -377,11 +380,19 @@ class Written:
                 yield number, host
 
 
-def holding(data: bytes, offsets: Iterable[int]) -> list[str]:
-    """The lines of ``data`` that hold the bytes at ``offsets``, once each, in order, decoded."""
-    starts = sorted({data.rfind(b"\n", 0, at) + 1 for at in offsets})
+def holding(data: bytes, offsets: Iterable[int], after: int = 0) -> list[str]:
+    """The lines of ``data`` that hold the bytes at ``offsets`` and the ``after`` lines that
+    follow each, once each, in order, decoded."""
+    starts: set[int] = set()
+    for at in offsets:
+        start = data.rfind(b"\n", 0, at) + 1
+        for _ in range(after + 1):
+            if start >= len(data) or start in starts:
+                break
+            starts.add(start)
+            start = data.find(b"\n", start) + 1 or len(data)
     lines = []
-    for start in starts:
+    for start in sorted(starts):
         end = data.find(b"\n", start)
         line = data[start : end if end >= 0 else len(data)].rstrip(b"\r")
         lines.append(line.decode("utf-8", "replace"))
