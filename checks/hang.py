@@ -187,6 +187,7 @@ def _gone(view: HangView) -> Iterator[Finding]:
     for gone in view.gone:
         by_node.setdefault(gone.node, []).append(gone)
     for node, lost in by_node.items():
+        numbered = {g.rank for g in lost}
         numbers = compact([str(g.rank) for g in lost]).strip("[]")
         ranks = f"rank {numbers} is" if len(lost) == 1 else f"ranks {numbers} are"
         where = f" on {node}" if node else ""
@@ -206,7 +207,7 @@ def _gone(view: HangView) -> Iterator[Finding]:
                 ),
             ),
             # A gone rank whose text is here (a crash's dump) is the cause, not one that waited.
-            data=_data(view, [r for r in view.ranks if r.rank in {g.rank for g in lost}])
+            data=_data(view, [r for r in view.ranks if r.rank in numbered])
             | {"ranks": [g.rank for g in lost]},
         )
 

@@ -35,8 +35,8 @@ def _plugins() -> list[tuple[str, str, EntryPoint | None]]:
 
 def load_checks(plugins: Iterable[str] = ()) -> list[CheckSpec]:
     """Every check, in a stable order (plugin name, then declaration order); only those of the
-    named plugins, when some are named: a command that judges
-    one area need not import every plugin's facts."""
+    named plugins, when some are named: a command that judges one area need not import every
+    plugin's facts."""
     wanted = set(plugins)
     specs: list[CheckSpec] = []
     seen: dict[str, str] = {}

@@ -17,7 +17,7 @@ torchrun jobs, tests/fixtures/gpu/h100/ended-*; mpirun and srun on the test bed)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from doctor.explain.prefix import strip_prefixes
@@ -42,7 +42,6 @@ SRUN = re.compile(r"srun: error: ([\w.-]+): tasks? ([\d,-]+): (.+?)\s*$")
 NOT_A_NODE = ("", "localhost", "?")
 MAX_TASKS = 4096  # tasks one srun line may name that are read
 ENTRY = 40  # lines after a root cause its entry's fields may be among (8, interleaved)
-MPI_WORDS, SRUN_WORDS = "noticed that process rank", "srun: error:"
 
 
 @dataclass(frozen=True)
@@ -63,10 +62,12 @@ class Exit:
 def read_exits(lines: Iterable[str]) -> list[Exit]:
     """Every launcher's first kill or crash, in the order printed, each rank once. A torchrun
     entry's lines are gathered per writer (srun -l's task label, a log collector's host), so two
-    agents printing at once into one stream are not read as one entry."""
+    agents printing at once into one stream are not read as one entry. Every line given is
+    peeled: a large log's caller gives the lines around the reports' words alone (written.py:
+    a root cause and the ENTRY lines after it)."""
     found: dict[int, Exit] = {}
     entries: dict[tuple[object, ...], dict[str, tuple[str, str | None]]] = {}
-    for line in _near_reports(list(lines)):
+    for line in lines:
         message, origin = strip_prefixes(line)
         writer = (origin.rank, origin.host, origin.via)
         entry = entries.get(writer)
@@ -90,18 +91,6 @@ def read_exits(lines: Iterable[str]) -> list[Exit]:
     for entry in entries.values():
         _torchrun(entry, found)
     return list(found.values())
-
-
-def _near_reports(lines: list[str]) -> Iterator[str]:
-    """The lines that may belong to a report: Open MPI's and srun's own, and the ENTRY lines
-    after each root cause (several agents' entries may interleave there). The rest of a long
-    log is not peeled (strip_prefixes on the 10,000 lines of a 1 MB tail: 50 ms)."""
-    until = -1
-    for i, line in enumerate(lines):
-        if ROOT in line:
-            until = i + ENTRY
-        if i <= until or MPI_WORDS in line or SRUN_WORDS in line:
-            yield line
 
 
 def _torchrun(entry: dict[str, tuple[str, str | None]], found: dict[int, Exit]) -> None:

@@ -34,6 +34,7 @@ import json
 import re
 from typing import Any
 
+from doctor.explain.hang.exits import NAMED
 from doctor.facts.hang.stacks import Frame
 
 PYSPY_PROCESS = re.compile(r"Process (\d+):(?: (.*))?")
@@ -67,11 +68,11 @@ FAULT_FRAME = re.compile(r'(?:\| )?File (?:"(.*)"|\?\?\?), line (\d+|\?\?\?),? i
 FAULT_NOTES = ("Garbage-collecting", "<no Python frame>", "<tstate is freed>", "...")
 # What starts a faulthandler dump: a fatal error, dump_traceback_later's timeout.
 FAULT_START = re.compile(r"Fatal Python error: |Timeout \(\d+:\d\d:\d\d\)!")
-# The fatal signals faulthandler reports that a process brings on itself (faulthandler.c's
-# handlers). Not "Aborted": a rank's watchdog aborts it after its own timeout, waiting.
+# The crashes faulthandler reports (faulthandler.c's handlers): the signals a process brings on
+# itself, by the names exits.py reads in srun's report; a SIGKILL is reported by no one. Not
+# "Aborted": a rank's watchdog aborts it after its own timeout, waiting.
 FAULT_CRASH = re.compile(
-    r"Fatal Python error: "
-    r"(Segmentation fault|Bus error|Floating point exception|Illegal instruction)"
+    "Fatal Python error: (" + "|".join(n for n, signal in NAMED.items() if signal != 9) + ")"
 )
 
 TRACEBACK = "Traceback (most recent call last):"

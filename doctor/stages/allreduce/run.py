@@ -172,9 +172,8 @@ def run_plan(
                     if k not in ended and not states[k].failed and not states[k].done
                 ]
                 silent_ranks = pulse.gone(now, watched)
-                # Only where the start waits for them alone, or its deadline is past: while the
-                # others still import torch, a loaded machine starves whole sessions for seconds
-                # (128 ranks on 2 cores: 11 went 10-14 s without a line and were well).
+                # Only where the start waits for them alone, or its deadline is past (liveness.py
+                # says why: while the others import torch, a loaded machine starves sessions).
                 waits_for = all(states[k].ready for k in watched if k not in silent_ranks)
                 if not (waits_for or now - started > plan.deadlines.launch):
                     silent_ranks = []
