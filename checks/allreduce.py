@@ -10,6 +10,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from doctor.core.model import Finding, Fix, Severity
+from doctor.core.shell import Command, command
 from doctor.facts.allreduce import AllreduceFacts, RunResult
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.groups import GroupSearch
@@ -145,19 +146,19 @@ def not_started(facts: AllreduceFacts) -> Finding:
         (f"rendezvous {where}",),
         Fix(
             "Pick a free port for the rendezvous.",
-            (f"doctor allreduce --port {facts.port + 1}",),
+            (command("doctor allreduce --port {}", facts.port + 1),),
         )
         if facts.port_taken
         else None,
     )
 
 
-def _longer_start(launch: float) -> str:
-    return f"doctor preflight ... --launch-timeout {max(120, 4 * launch):g}"
+def _longer_start(launch: float) -> Command:
+    return command("doctor preflight ... --launch-timeout {}", f"{max(120, 4 * launch):g}")
 
 
-def _exports(env: dict[str, str]) -> tuple[str, ...]:
-    return tuple(f"export {k}={v}" for k, v in sorted(env.items()))
+def _exports(env: dict[str, str]) -> tuple[Command, ...]:
+    return tuple(command("export {}={}", k, v) for k, v in sorted(env.items()))
 
 
 def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
@@ -180,7 +181,12 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
         elif any(NO_TORCH in r.error for r in culprits):
             fix = Fix(
                 "Name the nodes' interpreter that has torch (the one training uses).",
-                (f"doctor allreduce --python /path/to/venv/bin/python   # was {facts.python}",),
+                (
+                    command(
+                        "doctor allreduce --python /path/to/venv/bin/python   # was {}",
+                        facts.python,
+                    ),
+                ),
             )
         elif any(r.gone for r in culprits):
             node = next(r.node for r in culprits if r.gone)
@@ -188,7 +194,10 @@ def verdict(facts: AllreduceFacts) -> Iterator[Finding]:
                 "The named ranks' processes, or their nodes, went while the allreduce ran: check "
                 "that each node is up and what ended its rank (the kernel log: the OOM killer, a "
                 "reboot; the scheduler's state of the node).",
-                (f"dmesg -T | tail -n 50   # on {node}", f"scontrol show node {node}   # SLURM"),
+                (
+                    command("dmesg -T | tail -n 50   # on {}", node),
+                    command("scontrol show node {}   # SLURM", node),
+                ),
             )
         else:
             fix = Fix(
@@ -282,7 +291,10 @@ def slow_node(runs: tuple[RunResult, ...]) -> Iterator[Finding]:
             ),
             Fix(
                 f"Check {node}'s NIC speed, cabling and traffic shaping.",
-                (f"ethtool <nic>   # on {node}", f"tc qdisc show   # on {node}"),
+                (
+                    command("ethtool <nic>   # on {}", node),
+                    command("tc qdisc show   # on {}", node),
+                ),
             ),
             {"gbps": its, "typical_gbps": typical},
         )
@@ -311,7 +323,10 @@ def culprits(search: GroupSearch) -> Iterator[Finding]:
                 Fix(
                     f"Check {node}'s NIC speed, cabling and traffic shaping; leave it out of the "
                     "job until then (doctor run --spares 1).",
-                    (f"ethtool <nic>   # on {node}", f"tc qdisc show   # on {node}"),
+                    (
+                        command("ethtool <nic>   # on {}", node),
+                        command("tc qdisc show   # on {}", node),
+                    ),
                 ),
                 data,
             )
@@ -326,7 +341,7 @@ def culprits(search: GroupSearch) -> Iterator[Finding]:
                 Fix(
                     f"Fix what {node}'s rank hit (the evidence's first failure); leave it out of "
                     "the job until then (doctor run --spares 1).",
-                    (f"doctor allreduce -H {partner},{node}",),
+                    (command("doctor allreduce -H {},{}", partner, node),),
                 ),
                 data,
             )
@@ -340,7 +355,10 @@ def culprits(search: GroupSearch) -> Iterator[Finding]:
             tuple(t.line() for t in search.involving(a, b)),
             Fix(
                 f"Check the route, firewall and MTU between {a} and {b} (both ways).",
-                (f"doctor allreduce -H {a},{b}", f"doctor preflight -H {a},{b}"),
+                (
+                    command("doctor allreduce -H {},{}", a, b),
+                    command("doctor preflight -H {},{}", a, b),
+                ),
             ),
             data,
         )
@@ -379,7 +397,7 @@ def nccl_choices(run: RunResult, predicted: dict[str, Prediction]) -> Iterator[F
                 (f"Bootstrap: Using {iface}:{addr}",),
                 Fix(
                     "Pin NCCL to the interface you mean on every node.",
-                    (f"export NCCL_SOCKET_IFNAME=={want.bootstrap}",),
+                    (command("export NCCL_SOCKET_IFNAME=={}", want.bootstrap),),
                 ),
             )
         nets = sorted({t.split("/")[1] for t in proc.transports() if t.startswith("NET/")})

@@ -13,11 +13,12 @@ from collections.abc import Hashable, Iterator
 
 from checks.versions import Rule, rules_check
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import Command, commands
 from doctor.facts.amd.model import AmdFacts
 from doctor.facts.node import NodeFacts
 from doctor.plugin import Skip, need, node_check
 
-TOPOLOGY = ("rocm-smi --showtopo", "amd-smi topology")
+TOPOLOGY = commands("rocm-smi --showtopo", "amd-smi topology")
 
 
 def _amd(facts: NodeFacts) -> AmdFacts:
@@ -53,7 +54,7 @@ def driver(facts: NodeFacts) -> Iterator[Finding]:
             fix=Fix(
                 "Install the amdgpu-dkms driver matching the ROCm release and load it (dmesg "
                 "says why it did not load); in a container, pass /dev/kfd and /dev/dri in.",
-                (
+                commands(
                     "sudo modprobe amdgpu && sudo dmesg | grep -i amdgpu | tail",
                     "docker run --device=/dev/kfd --device=/dev/dri --group-add video ...",
                 ),
@@ -99,7 +100,7 @@ def xgmi(facts: NodeFacts) -> Iterator[Finding]:
                 "An XGMI link is down or a GPU left the hive: check the links, cold-reboot the "
                 "node (power off, not a warm reboot), and have the baseboard serviced if a link "
                 "stays down.",
-                (*TOPOLOGY, "amd-smi xgmi", "sudo dmesg | grep -i xgmi"),
+                (*TOPOLOGY, *commands("amd-smi xgmi", "sudo dmesg | grep -i xgmi")),
             ),
             data={"pairs": len(broken)},
         )
@@ -129,7 +130,8 @@ def bad_pages(facts: NodeFacts) -> Iterator[Finding]:
                 for g in failed
             ),
             fix=Fix(
-                "Take the GPU out of service and have it replaced (RMA).", ("amd-smi bad-pages",)
+                "Take the GPU out of service and have it replaced (RMA).",
+                commands("amd-smi bad-pages"),
             ),
         )
 
@@ -166,7 +168,7 @@ def host(facts: NodeFacts) -> Iterator[Finding]:
             evidence=("/proc/sys/kernel/numa_balancing: 1",),
             fix=Fix(
                 "Turn it off (and persist it in /etc/sysctl.d).",
-                ("sudo sysctl kernel.numa_balancing=0",),
+                commands("sudo sysctl kernel.numa_balancing=0"),
             ),
         )
     if amd.cmdline is not None and not amd.hyperv and "iommu=pt" not in amd.cmdline.split():
@@ -178,7 +180,7 @@ def host(facts: NodeFacts) -> Iterator[Finding]:
             evidence=(f"/proc/cmdline: {amd.cmdline[:200]}",),
             fix=Fix(
                 "Add iommu=pt to the kernel command line and reboot.",
-                (
+                commands(
                     "sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&iommu=pt /' /etc/default/grub",
                     "sudo update-grub && sudo reboot",
                 ),
@@ -198,7 +200,7 @@ def host(facts: NodeFacts) -> Iterator[Finding]:
             ),
             fix=Fix(
                 "Set it for every rank (the launcher's environment, or the job script).",
-                ("export HSA_FORCE_FINE_GRAIN_PCIE=1",),
+                commands("export HSA_FORCE_FINE_GRAIN_PCIE=1"),
             ),
         )
 
@@ -245,7 +247,7 @@ def gdr(facts: NodeFacts) -> Iterator[Finding]:
             "Use an HCA driver with peer-memory support (MLNX_OFED/DOCA's ib_peer_mem with "
             "amdgpu-dkms), or use DMA-BUF: a kernel with CONFIG_DMABUF_MOVE_NOTIFY and "
             "CONFIG_PCI_P2PDMA, and NCCL_DMABUF_ENABLE=1.",
-            ("ls /sys/kernel/mm/memory_peers/", "export NCCL_DMABUF_ENABLE=1"),
+            commands("ls /sys/kernel/mm/memory_peers/", "export NCCL_DMABUF_ENABLE=1"),
         ),
     )
 
@@ -271,7 +273,7 @@ def firmware(f: NodeFacts) -> Hashable | Missing:
     return ", ".join(sorted(found)) if found else Missing("no firmware versions read", "absent")
 
 
-def _fix(what: str, how: tuple[str, ...]) -> Fix:
+def _fix(what: str, how: tuple[Command, ...]) -> Fix:
     return Fix(f"Install the same {what} on every node.", how)
 
 
@@ -282,7 +284,7 @@ DRIFT = (
         "ROCm version",
         rocm_version,
         Severity.FAIL,
-        lambda ref: _fix(f"ROCm ({ref})", ("cat /opt/rocm/.info/version",)),
+        lambda ref: _fix(f"ROCm ({ref})", commands("cat /opt/rocm/.info/version")),
     ),
     Rule(
         "drift.amdgpu",
@@ -290,7 +292,7 @@ DRIFT = (
         "amdgpu driver version",
         amdgpu_version,
         Severity.WARN,
-        lambda ref: _fix(f"amdgpu-dkms ({ref})", ("cat /sys/module/amdgpu/version",)),
+        lambda ref: _fix(f"amdgpu-dkms ({ref})", commands("cat /sys/module/amdgpu/version")),
     ),
     Rule(
         "drift.amd_firmware",
@@ -300,7 +302,7 @@ DRIFT = (
         Severity.WARN,
         lambda ref: Fix(
             "Flash the same firmware bundle on every node (the vendor's PLDM bundle).",
-            ("amd-smi firmware",),
+            commands("amd-smi firmware"),
         ),
     ),
 )

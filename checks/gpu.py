@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import commands
 from doctor.facts.node import NodeFacts
 from doctor.plugin import Skip, need, node_check
 
 MISSING_FIX = Fix(
     "Install the NVIDIA driver and load its kernel module (dmesg says why it did not load); "
     "in a container, start it with the NVIDIA Container Toolkit so the driver is passed in.",
-    (
+    commands(
         "sudo modprobe nvidia && nvidia-smi",
         "sudo dmesg | grep -iE 'nvrm|nvidia' | tail",
         "docker run --gpus all ...",
@@ -20,7 +21,7 @@ MISSING_FIX = Fix(
 MISMATCH_FIX = Fix(
     "The loaded kernel module and the user-space driver libraries are different versions "
     "(usually a driver upgrade without a reboot): reboot, or reload the module.",
-    (
+    commands(
         "cat /proc/driver/nvidia/version",
         "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
     ),
@@ -29,7 +30,7 @@ LIBS_FIX = Fix(
     "The kernel module is loaded but the user-space driver (libcuda.so.1, libnvidia-ml.so.1) "
     "cannot be used here: install the driver's user-space package matching the module, or in a "
     "container pass the driver in with the NVIDIA Container Toolkit.",
-    ("ldconfig -p | grep -E 'libcuda|libnvidia-ml'", "docker run --gpus all ..."),
+    commands("ldconfig -p | grep -E 'libcuda|libnvidia-ml'", "docker run --gpus all ..."),
 )
 
 

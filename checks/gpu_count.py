@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import command, commands
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.judge.drift import drift_findings, need_drift
 from doctor.plugin import cluster_check
 
-LIST = ("nvidia-smi -L", "amd-smi list", "lspci -d ::0300; lspci -d ::0302; lspci -d ::1200")
+LIST = commands(
+    "nvidia-smi -L", "amd-smi list", "lspci -d ::0300; lspci -d ::0302; lspci -d ::1200"
+)
 
 
 def gpu_count(f: NodeFacts) -> int | Missing:
@@ -56,7 +59,7 @@ def count(cluster: ClusterFacts) -> Iterator[Finding]:
                 "GPU fail to pick a device, or share one and run out of memory",
                 nodes=(name,),
                 evidence=(f"slots={slots}", f"GPUs: {gpus}"),
-                fix=Fix("Give the node one slot per GPU.", (f"{name} slots={gpus}",)),
+                fix=Fix("Give the node one slot per GPU.", (command("{} slots={}", name, gpus),)),
                 data={"slots": slots, "gpus": gpus},
             )
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import Command, commands
 from doctor.facts.gpu import Gpu
 from doctor.facts.node import NodeFacts
 from doctor.plugin import Skip, need, node_check
@@ -35,12 +36,14 @@ HARDWARE_XID = {
     120: "GSP error",
     140: "unrecovered ECC error",
 }
-RESET = ("nvidia-smi -r -i <gpu>   # with no process on it", "sudo reboot")
-AMD_RESET = ("sudo amd-smi reset -G -g <gpu>   # with no process on it", "sudo reboot")
-AMD_PROCESSES = ("amd-smi process", "rocm-smi --showpids")
+RESET = commands("nvidia-smi -r -i <gpu>   # with no process on it", "sudo reboot")
+AMD_RESET = commands("sudo amd-smi reset -G -g <gpu>   # with no process on it", "sudo reboot")
+AMD_PROCESSES = commands("amd-smi process", "rocm-smi --showpids")
 
 
-def _commands(gpus: list[Gpu], nvidia: tuple[str, ...], amd: tuple[str, ...]) -> tuple[str, ...]:
+def _commands(
+    gpus: list[Gpu], nvidia: tuple[Command, ...], amd: tuple[Command, ...]
+) -> tuple[Command, ...]:
     """The commands for the vendors of ``gpus``: a mixed node gets both sets."""
     vendors = {g.vendor for g in gpus}
     return (nvidia if "nvidia" in vendors else ()) + (amd if "amd" in vendors else ())
@@ -100,7 +103,8 @@ def ecc(facts: NodeFacts) -> Iterator[Finding]:
             f"{len(life)} GPU(s) have had uncorrectable ECC errors in their life",
             evidence=tuple(f"{_name(g)}: {g.ecc_uncorrected_aggregate}" for g in life),
             fix=Fix(
-                "Watch them; a GPU whose count grows needs replacing.", ("nvidia-smi -q -d ECC",)
+                "Watch them; a GPU whose count grows needs replacing.",
+                commands("nvidia-smi -q -d ECC"),
             ),
         )
 
@@ -131,7 +135,7 @@ def memory_repair(facts: NodeFacts) -> Iterator[Finding]:
             "a row remap failed: memory errors will recur and kill jobs",
             Fix(
                 "Take the GPU out of service and have it replaced (RMA).",
-                ("nvidia-smi -q -d ROW_REMAPPER",),
+                commands("nvidia-smi -q -d ROW_REMAPPER"),
             ),
         ),
         (
@@ -186,7 +190,7 @@ def pcie(facts: NodeFacts) -> Iterator[Finding]:
             ),
             fix=Fix(
                 "Reseat the GPU or its riser, check the slot's bifurcation in the BIOS.",
-                ("sudo lspci -vv -s <bus id> | grep -E 'LnkCap|LnkSta'",),
+                commands("sudo lspci -vv -s <bus id> | grep -E 'LnkCap|LnkSta'"),
             ),
         )
     # Idle GPUs drop their link generation to save power: judge the generation only under load.
@@ -202,7 +206,7 @@ def pcie(facts: NodeFacts) -> Iterator[Finding]:
             ),
             fix=Fix(
                 "Check the slot's link speed setting in the BIOS and the riser; reseat the GPU.",
-                ("nvidia-smi -q -d PCIE",),
+                commands("nvidia-smi -q -d PCIE"),
             ),
         )
 
@@ -227,7 +231,7 @@ def throttle(facts: NodeFacts) -> Iterator[Finding]:
             fix=Fix(
                 "Check cooling (fans, inlet temperature) and the power supply; HW power brake "
                 "means the PSU or BMC asked the GPU to slow down.",
-                ("nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER",),
+                commands("nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER"),
             ),
         )
 
@@ -261,7 +265,9 @@ def modes(facts: NodeFacts) -> Iterator[Finding]:
             evidence=tuple(_name(g) for g in off),
             fix=Fix(
                 "Run the persistence daemon.",
-                ("sudo systemctl enable --now nvidia-persistenced", "sudo nvidia-smi -pm 1"),
+                commands(
+                    "sudo systemctl enable --now nvidia-persistenced", "sudo nvidia-smi -pm 1"
+                ),
             ),
         )
     blocking = [g for g in gpus if g.health.compute_mode in ("prohibited", "exclusive_thread")]
@@ -272,7 +278,7 @@ def modes(facts: NodeFacts) -> Iterator[Finding]:
             f"{len(blocking)} GPU(s) in a compute mode that refuses CUDA contexts: ranks fail "
             "with 'all CUDA-capable devices are busy or unavailable'",
             evidence=tuple(f"{_name(g)}: {g.health.compute_mode}" for g in blocking),
-            fix=Fix("Set the default compute mode.", ("sudo nvidia-smi -c DEFAULT",)),
+            fix=Fix("Set the default compute mode.", commands("sudo nvidia-smi -c DEFAULT")),
         )
     exclusive = [g for g in gpus if g.health.compute_mode == "exclusive_process"]
     if exclusive:
@@ -284,7 +290,7 @@ def modes(facts: NodeFacts) -> Iterator[Finding]:
             evidence=tuple(_name(g) for g in exclusive),
             fix=Fix(
                 "Set the default compute mode unless a scheduler needs it.",
-                ("sudo nvidia-smi -c DEFAULT",),
+                commands("sudo nvidia-smi -c DEFAULT"),
             ),
         )
     mig = [g for g in gpus if g.health.mig]
@@ -297,7 +303,7 @@ def modes(facts: NodeFacts) -> Iterator[Finding]:
             evidence=tuple(_name(g) for g in mig),
             fix=Fix(
                 "Disable MIG for multi-GPU training.",
-                ("sudo nvidia-smi -i <gpu> -mig 0", "sudo nvidia-smi -r -i <gpu>"),
+                commands("sudo nvidia-smi -i <gpu> -mig 0", "sudo nvidia-smi -r -i <gpu>"),
             ),
         )
 
@@ -328,7 +334,9 @@ def processes(facts: NodeFacts) -> Iterator[Finding]:
                 "Find and stop leftover processes.",
                 _commands(
                     busy,
-                    ("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",),
+                    commands(
+                        "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
+                    ),
                     AMD_PROCESSES,
                 ),
             ),
@@ -371,7 +379,7 @@ def xid(facts: NodeFacts) -> Iterator[Finding]:
             evidence=tuple(f"{e.bus_id}: Xid {e.code} {e.detail}".strip() for e in other[-10:]),
             fix=Fix(
                 "Look up the code in NVIDIA's Xid catalogue; one recurring on one GPU is hardware.",
-                ("sudo dmesg | grep -i xid",),
+                commands("sudo dmesg | grep -i xid"),
             ),
             data={"codes": codes},
         )
@@ -403,7 +411,7 @@ def fabric(facts: NodeFacts) -> Iterator[Finding]:
             evidence=tuple(f"{_name(g)}: fabric {s}" for g, s in pending),
             fix=Fix(
                 "Start the fabric manager (its version must match the driver's).",
-                ("sudo systemctl enable --now nvidia-fabricmanager",),
+                commands("sudo systemctl enable --now nvidia-fabricmanager"),
             ),
         )
     host = facts.gpu_host
@@ -420,7 +428,7 @@ def fabric(facts: NodeFacts) -> Iterator[Finding]:
             evidence=(f"NVSwitches: {', '.join(switches[:8])}",),
             fix=Fix(
                 "Install and start the fabric manager matching the driver.",
-                ("sudo systemctl enable --now nvidia-fabricmanager",),
+                commands("sudo systemctl enable --now nvidia-fabricmanager"),
             ),
         )
 

@@ -16,6 +16,7 @@ from checks.job import job
 from checks.stage import whole_nodes
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact
+from doctor.core.shell import command, commands
 from doctor.facts.hang.flight import who
 from doctor.facts.hang.shape import Gone, Group, HangView, hang_view
 from doctor.facts.hang.stacks import JobProcess, StacksFacts
@@ -176,7 +177,10 @@ def _silent(view: HangView) -> Iterator[Finding]:
             fix=Fix(
                 f"{node} is down, hung, or cut off from the network: the others wait for its "
                 "ranks. Check it from another node.",
-                (f"ping -c 3 {node}", f"doctor preflight -H {node} --no-allreduce"),
+                (
+                    command("ping -c 3 {}", node),
+                    command("doctor preflight -H {} --no-allreduce", node),
+                ),
             ),
             data=_data(view, [], code=failure.code),
         )
@@ -202,8 +206,10 @@ def _gone(view: HangView) -> Iterator[Finding]:
                 f"or a crash the launcher did not report. Look at {node or 'its node'}'s kernel "
                 "log and the rank's own output; restart the job.",
                 (
-                    f"ssh {node or 'NODE'} 'dmesg -T | grep -i -E "
-                    '"killed process|out of memory|segfault"\'',
+                    command(
+                        "ssh {} 'dmesg -T | grep -i -E \"killed process|out of memory|segfault\"'",
+                        node or "NODE",
+                    ),
                 ),
             ),
             # A gone rank whose text is here (a crash's dump) is the cause, not one that waited.
@@ -230,7 +236,7 @@ def _mismatch(view: HangView) -> Iterator[Finding]:
             "with the same shapes: look for a branch on the rank, an uneven last batch, or a "
             "collective inside a condition. TORCH_DISTRIBUTED_DEBUG=DETAIL makes torch check "
             "each collective's shapes across ranks and fail at the first that differs.",
-            ("export TORCH_DISTRIBUTED_DEBUG=DETAIL",),
+            commands("export TORCH_DISTRIBUTED_DEBUG=DETAIL"),
         ),
         data=_data(view, odd, sides={k: [r.rank for r in v] for k, v in m.sides.items()}),
     )
@@ -264,7 +270,7 @@ def _outside(view: HangView) -> Iterator[Finding]:
             "a rank-dependent condition), a breakpoint or input(), a slow checkpoint on one "
             "rank only.",
             tuple(
-                f"ssh {o.process.node} py-spy dump --pid {o.process.pid} --native"
+                command("ssh {} py-spy dump --pid {} --native", o.process.node, o.process.pid)
                 for o in view.odd[:3]
                 if o.process.node and o.process.pid > 0
             ),
@@ -283,7 +289,7 @@ def _blind(view: HangView) -> Iterator[Finding]:
             fix=Fix(
                 "py-spy needs to ptrace the rank: run the doctor as root or as the job's user, "
                 "with kernel.yama.ptrace_scope 0 or 1 (a container needs CAP_SYS_PTRACE).",
-                ("sysctl kernel.yama.ptrace_scope", "docker run --cap-add SYS_PTRACE ..."),
+                commands("sysctl kernel.yama.ptrace_scope", "docker run --cap-add SYS_PTRACE ..."),
             ),
         )
 
@@ -332,7 +338,7 @@ def _symmetric(view: HangView, reach: Reachability | object) -> Finding:
         fix=Fix(
             "A hang with every rank in one collective is the transport's: a link, a switch port "
             "or a NIC between the nodes. Compare with a fresh preflight of the same nodes.",
-            (f"doctor preflight -H {_hosts(group.ranks)}",),
+            (command("doctor preflight -H {}", _hosts(group.ranks)),),
         ),
         data=_data(view, []),
     )
@@ -362,8 +368,8 @@ def _first_collective(view: HangView, reach: Reachability | object) -> Finding:
             "(reach.*, nics.*) and says what to set (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, the "
             "firewall's ports); NCCL_DEBUG=INFO shows which interface and network it took.",
             (
-                f"doctor preflight -H {_hosts(group.ranks)}",
-                "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...",
+                command("doctor preflight -H {}", _hosts(group.ranks)),
+                command("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ..."),
             ),
         ),
         data=_data(view, [], related_checks=["reach.tcp", "nics.nccl"]),
@@ -384,7 +390,7 @@ def _one_rank(view: HangView) -> Finding:
             "Give the doctor every rank's output (torchrun --log-dir, Slurm's %t outputs, one "
             "file per node), or a Flight Recorder dump of every rank: the rank that is behind "
             "is the one whose text differs.",
-            (
+            commands(
                 "doctor explain logs/",
                 "export TORCH_FR_BUFFER_SIZE=2000 TORCH_FR_DUMP_TEMP_FILE=/tmp/fr_",
             ),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact
+from doctor.core.shell import Command
 from doctor.facts.hang.outcome import FailedNode
 from doctor.plugin import cluster_check, need
 
@@ -56,7 +57,8 @@ def job(cluster: ClusterFacts) -> Iterator[Finding]:
         ),
         fix=Fix(
             fix.get("text") or "Read the first failing node's output (doctor run's logs folder).",
-            tuple(fix.get("commands") or ()),
+            # The catalogue's own commands (the explanation's fix), never text from the logs.
+            tuple(Command(c) for c in fix.get("commands") or ()),
         ),
         data={
             "exit_code": outcome.exit_code,

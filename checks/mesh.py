@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from statistics import median
 
 from checks.stage import not_run, whole_nodes
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact
+from doctor.core.shell import Command, command, over_ssh
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.network.mesh import OK, MeshLink, SshMesh
 from doctor.plugin import Skip, cluster_check, need
@@ -16,58 +17,65 @@ from doctor.plugin import Skip, cluster_check, need
 # A node's logins are slow at this many times the cluster's median login (plus a second).
 SLOW_NODE = 3.0
 
-# status -> (what it means, fix text, fix commands); {src} and {dst} are filled in.
-_MEANING: dict[str, tuple[str, str, tuple[str, ...]]] = {
+Commands = Callable[[str, str], tuple[Command, ...]]
+
+# status -> (what it means, fix text, the fix's commands from (src, dst)); {src} and {dst} are
+# filled in.
+_MEANING: dict[str, tuple[str, str, Commands]] = {
     "publickey_denied": (
         "{dst} does not accept {src}'s key (Permission denied (publickey))",
         "Authorize {src}'s public key on {dst}.",
-        ("ssh {src} 'cat ~/.ssh/id_*.pub' | ssh {dst} 'cat >> ~/.ssh/authorized_keys'",),
+        lambda src, dst: (
+            command(
+                "ssh {} 'cat ~/.ssh/id_*.pub' | ssh {} 'cat >> ~/.ssh/authorized_keys'", src, dst
+            ),
+        ),
     ),
     "host_key_unknown": (
         "{src} does not know {dst}'s host key (Host key verification failed)",
         "Record {dst}'s host key on {src} after checking its fingerprint.",
-        ("ssh {src} 'ssh-keyscan -H {dst} >> ~/.ssh/known_hosts'",),
+        lambda src, dst: (over_ssh(src, "ssh-keyscan -H {} >> ~/.ssh/known_hosts", dst),),
     ),
     "host_key_changed": (
         "{dst}'s host key differs from the one {src} recorded",
         "If {dst} was reinstalled, drop the old key on {src}; otherwise investigate.",
-        ("ssh {src} 'ssh-keygen -R {dst}'",),
+        lambda src, dst: (over_ssh(src, "ssh-keygen -R {}", dst),),
     ),
     "refused": (
         "nothing listens on {dst}'s SSH port (Connection refused)",
         "Start sshd on {dst} (or use the port it listens on).",
-        ("ssh {dst} 'sudo systemctl start ssh'",),
+        lambda src, dst: (command("ssh {} 'sudo systemctl start ssh'", dst),),
     ),
     "timeout": (
         "{dst}'s SSH port does not answer {src} (timed out)",
         "A firewall, route or down link between {src} and {dst} drops the connection.",
-        ("ssh {src} 'nc -vz -w3 {dst} 22'",),
+        lambda src, dst: (over_ssh(src, "nc -vz -w3 {} 22", dst),),
     ),
     "unresolvable": (
         "{src} cannot resolve {dst}",
         "Add {dst} to DNS or to /etc/hosts on {src}.",
-        ("ssh {src} 'getent hosts {dst}'",),
+        lambda src, dst: (over_ssh(src, "getent hosts {}", dst),),
     ),
     "unreachable": (
         "{src} has no route to {dst}",
         "Check the routes and links between {src} and {dst}.",
-        ("ssh {src} 'ip route get $(getent hosts {dst} | cut -d\" \" -f1)'",),
+        lambda src, dst: (over_ssh(src, 'ip route get "$(getent hosts {} | cut -d" " -f1)"', dst),),
     ),
     "dropped": (
         "{dst}'s sshd closed the connection before authentication (MaxStartups, "
         "tcp_wrappers or a firewall)",
         "Raise MaxStartups in {dst}'s sshd_config, or allow {src} there.",
-        ("ssh {dst} 'sudo sshd -T | grep -i maxstartups'",),
+        lambda src, dst: (command("ssh {} 'sudo sshd -T | grep -i maxstartups'", dst),),
     ),
     "no_ssh_client": (
         "{src} has no ssh client",
         "Install the OpenSSH client on {src}.",
-        ("ssh {src} 'sudo apt-get install -y openssh-client'",),
+        lambda src, dst: (command("ssh {} 'sudo apt-get install -y openssh-client'", src),),
     ),
     "failed": (
         "ssh from {src} to {dst} failed",
         "Run the same command by hand on {src} to see why.",
-        ("ssh {src} 'ssh -o BatchMode=yes {dst} true'",),
+        lambda src, dst: (over_ssh(src, "ssh -o BatchMode=yes -- {} true", dst),),
     ),
 }
 
@@ -122,7 +130,7 @@ def ssh_mesh(cluster: ClusterFacts) -> Iterator[Finding]:
             evidence=tuple(_attempts(mesh, x) for x in links),
             fix=Fix(
                 fix_text.format(src=src, dst=dst),
-                tuple(c.format(src=s, dst=dst) for s in sources_[:3] for c in commands),
+                tuple(c for s in sources_[:3] for c in commands(s, dst)),
             ),
             data={"sources": sources_, "target": dst, "status": kind},
         )
@@ -167,14 +175,14 @@ def _one_end(mesh: SshMesh, links: list[MeshLink], node: str, *, into: bool) -> 
         )
         data = {"source": node, "targets": [x.target for x in links]}
     # The commands name one pair: the first peer that tried, or the first peer tried.
-    pair = {"src": first, "dst": node} if into else {"src": node, "dst": first}
+    pair = (first, node) if into else (node, first)
     return Finding(
         _code(kind),
         Severity.FAIL,
         summary,
         nodes=(node,),
         evidence=tuple(_attempts(mesh, x) for x in links),
-        fix=Fix(fix_text.format(src=src, dst=dst), tuple(c.format(**pair) for c in commands)),
+        fix=Fix(fix_text.format(src=src, dst=dst), commands(*pair)),
         data={**data, "status": kind},
     )
 
@@ -211,7 +219,7 @@ def _slow_or_transient(mesh: SshMesh) -> Iterator[Finding]:
             evidence=tuple(seen),
             fix=Fix(
                 f"Look for load on {dst} (sshd, CPU) or a slow DNS lookup in its sshd (UseDNS).",
-                (f"ssh {dst} 'uptime; sudo sshd -T | grep -i usedns'",),
+                (command("ssh {} 'uptime; sudo sshd -T | grep -i usedns'", dst),),
             ),
         )
     for dst, seen in transient.items():

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import command, commands
 from doctor.facts.nccl.libraries import LOGGED, NcclFacts, NcclLibrary
 from doctor.facts.node import NodeFacts
 from doctor.plugin import Skip, need, node_check
 
 NONE_FIX = Fix(
     "Install NCCL: the wheel torch uses, or the system package for programs linked against it.",
-    ("pip install nvidia-nccl-cu12", "sudo apt-get install libnccl2"),
+    commands("pip install nvidia-nccl-cu12", "sudo apt-get install libnccl2"),
 )
 
 
@@ -83,7 +84,7 @@ def nccl_libraries(facts: NodeFacts) -> Iterator[Finding]:
                 fix=Fix(
                     "Remove the broken copy or fix what it needs (wrong architecture, missing "
                     "libraries: see ldd).",
-                    (f"ldd {lib.path}",),
+                    (command("ldd {}", lib.path),),
                 ),
             )
     versions = sorted({lib.version for lib in nccl.libraries if isinstance(lib.version, str)})
@@ -98,7 +99,7 @@ def nccl_libraries(facts: NodeFacts) -> Iterator[Finding]:
         fix=Fix(
             "Keep one NCCL version per node: remove the extra copies, or make LD_LIBRARY_PATH "
             "and the torch wheel's nvidia-nccl-cu* agree.",
-            ("pip show nvidia-nccl-cu12 nvidia-nccl-cu13", "ldconfig -p | grep libnccl"),
+            commands("pip show nvidia-nccl-cu12 nvidia-nccl-cu13", "ldconfig -p | grep libnccl"),
         ),
         data={"versions": versions},
     )
@@ -140,8 +141,10 @@ def nccl_torch_vs_system(facts: NodeFacts) -> Iterator[Finding]:
             f"different NCCL than torch. Install the matching wheel or system package so both "
             f"are {torch_version}, or point LD_LIBRARY_PATH at torch's copy.",
             (
-                f"pip install nvidia-nccl-cu{cuda_major}=={torch_version}",
-                f"export LD_LIBRARY_PATH={torch_lib.path.rsplit('/', 1)[0]}:$LD_LIBRARY_PATH",
+                command("pip install nvidia-nccl-cu{}=={}", cuda_major, torch_version),
+                command(
+                    "export LD_LIBRARY_PATH={}:$LD_LIBRARY_PATH", torch_lib.path.rsplit("/", 1)[0]
+                ),
             ),
         ),
         data={"torch": torch_version, "system": system_version},

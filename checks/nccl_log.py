@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact, split_by_value
+from doctor.core.shell import command, commands
 from doctor.facts.cluster import ClusterFacts, nccl_logs
 from doctor.facts.nccl.names import UNKNOWN_HOST
 from doctor.facts.network.rdma import RdmaFacts
@@ -35,7 +36,7 @@ DRIFT_CODES = {
 TRUE = ("1", "true", "yes", "on")
 IB_DISABLE = Fix(
     "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off: unset it (and NCCL_NET=Socket) where RDMA works.",
-    ("unset NCCL_IB_DISABLE NCCL_NET",),
+    commands("unset NCCL_IB_DISABLE NCCL_NET"),
 )
 
 
@@ -75,17 +76,17 @@ def _socket_reason(proc: dict[str, Any], facts: NodeFacts | None) -> tuple[str, 
     if proc["libibverbs_missing"] or (rdma is not None and rdma.verbs_loadable is False):
         return "libibverbs (rdma-core) cannot be loaded", Fix(
             "Install rdma-core's libibverbs and the provider for the HCA in this image.",
-            ("apt-get install libibverbs1 ibverbs-providers",),
+            commands("apt-get install libibverbs1 ibverbs-providers"),
         )
     if rdma is not None and isinstance(rdma.uverbs, tuple) and not rdma.uverbs:
         return "/dev/infiniband is not visible (a container without the devices)", Fix(
             "Pass the RDMA devices into the container.",
-            ("docker run --device=/dev/infiniband ...",),
+            commands("docker run --device=/dev/infiniband ..."),
         )
     if "IB" in proc["no_devices"]:
         return "NCCL's IB transport found no usable device", Fix(
             "Check NCCL_IB_HCA against /sys/class/infiniband and that the ports are ACTIVE.",
-            ("ibv_devinfo | grep -E 'hca_id|state'",),
+            commands("ibv_devinfo | grep -E 'hca_id|state'"),
         )
     return "the log does not say why", Fix(
         "Run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV and read the NET/IB lines."
@@ -137,7 +138,7 @@ def judge(
             Fix(
                 "Load nvidia-peermem (or use the open kernel module on Linux 5.12+ for DMA-BUF), "
                 "and leave NCCL_NET_GDR_LEVEL unset.",
-                ("sudo modprobe nvidia-peermem",),
+                commands("sudo modprobe nvidia-peermem"),
             ),
         )
     # NCCL's own count of the ranks on its host; the processes of one hostname only where it
@@ -193,7 +194,7 @@ def judge(
             Fix(
                 "The log and the node's facts disagree (another environment, or an interface "
                 "that came and went): pin the interface.",
-                (f"export NCCL_SOCKET_IFNAME=={right}",),
+                (command("export NCCL_SOCKET_IFNAME=={}", right),),
             ),
         )
 

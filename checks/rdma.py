@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import command, commands
 from doctor.core.units import human_bytes
 from doctor.facts.network.rdma import RdmaFacts
 from doctor.facts.node import NodeFacts
@@ -52,7 +53,7 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
                 fix=Fix(
                     "Check the cable/switch port and the subnet manager (IB) or the netdev link "
                     "(RoCE); exclude the HCA from NCCL meanwhile.",
-                    (f"export NCCL_IB_HCA=^={hca.name}",),
+                    (command("export NCCL_IB_HCA=^={}", hca.name),),
                 ),
             )
         for p in hca.ports:
@@ -78,7 +79,9 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
             evidence=(rdma.uverbs.reason if isinstance(rdma.uverbs, Missing) else "empty",),
             fix=Fix(
                 "Pass the verbs devices into the container.",
-                ("docker run --device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1 ...",),
+                commands(
+                    "docker run --device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1 ..."
+                ),
             ),
         )
     unseen = isinstance(rdma.verbs_loadable, Missing) and rdma.verbs_loadable.kind == "unsupported"
@@ -91,7 +94,7 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
             evidence=(why,),
             fix=Fix(
                 "Install rdma-core's verbs library.",
-                ("apt-get install ibverbs-providers libibverbs1",),
+                commands("apt-get install ibverbs-providers libibverbs1"),
             ),
         )
     gpus = facts.pci if isinstance(facts.pci, list) else []
@@ -102,7 +105,7 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
             "NVIDIA GPUs and RDMA devices but no nvidia_peermem, and no DMA-BUF path (it needs "
             "the open kernel module and Linux 5.12+): no GPUDirect RDMA",
             evidence=("no /sys/module/nvidia_peermem, /sys/module/nv_peer_mem or nv_mem",),
-            fix=Fix("Load the peer-memory module.", ("sudo modprobe nvidia-peermem",)),
+            fix=Fix("Load the peer-memory module.", commands("sudo modprobe nvidia-peermem")),
         )
 
 
@@ -143,7 +146,7 @@ def memlock(facts: NodeFacts) -> Iterator[Finding]:
         evidence=(f"RLIMIT_MEMLOCK soft {limit.soft} hard {limit.hard} (bytes; -1 = unlimited)",),
         fix=Fix(
             "Raise the limit for the launcher and everything it starts.",
-            (
+            commands(
                 "echo '* soft memlock unlimited' >> /etc/security/limits.conf",
                 "echo '* hard memlock unlimited' >> /etc/security/limits.conf",
                 "docker run --ulimit memlock=-1 ...",
@@ -203,9 +206,9 @@ def gid_index(facts: NodeFacts) -> Iterator[Finding]:
             "Unset it (NCCL 2.21+ and RCCL pick a RoCE v2 GID), or set the index a RoCE v2 GID "
             "with an IP address has on every node.",
             (
-                "unset NCCL_IB_GID_INDEX",
-                *(f"export NCCL_IB_GID_INDEX={i}" for i in v2[:1]),
-                "show_gids",
+                command("unset NCCL_IB_GID_INDEX"),
+                *(command("export NCCL_IB_GID_INDEX={}", i) for i in v2[:1]),
+                command("show_gids"),
             ),
         ),
         data={"index": setting.value},

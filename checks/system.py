@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from doctor.core.model import Finding, Fix, NodeFailure, Severity
+from doctor.core.shell import Words, command, commands, words
 from doctor.core.units import human_bytes
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
@@ -20,7 +21,7 @@ SHM_FAIL = 256 << 20
 SHM_FIX = Fix(
     "Give the container a bigger /dev/shm (or share the host's IPC namespace); in Kubernetes "
     "mount a memory-backed emptyDir at /dev/shm.",
-    (
+    commands(
         "docker run --shm-size=1g --ulimit memlock=-1 ...",
         "docker run --ipc=host --ulimit memlock=-1 ...",
         "volumes: [{name: dshm, emptyDir: {medium: Memory}}]  # mounted at /dev/shm",
@@ -88,10 +89,10 @@ def node_reach(cluster: ClusterFacts) -> Iterator[Finding]:
         )
 
 
-def _target(node: Node) -> str:
-    port = f" -p {node.port}" if node.port != 22 else ""
+def _target(node: Node) -> Words:
+    port = ("-p", node.port) if node.port != 22 else ()
     user = f"{node.user}@" if node.user else ""
-    return f"{port} {user}{node.address or node.name}".strip()
+    return words(*port, f"{user}{node.address or node.name}")
 
 
 def reach_fix(failure: NodeFailure, node: Node) -> Fix | None:
@@ -101,39 +102,45 @@ def reach_fix(failure: NodeFailure, node: Node) -> Fix | None:
     fixes = {
         "ssh.refused": Fix(
             f"Start sshd on {node.name}, or point the inventory at the port it listens on.",
-            (f"ssh {node.name} sudo systemctl start ssh  # from a console", "--ssh-port PORT"),
+            (
+                command("ssh {} sudo systemctl start ssh  # from a console", node.name),
+                command("--ssh-port PORT"),
+            ),
         ),
         "ssh.timeout": Fix(
             f"Check that {node.name} is up and that no firewall or route drops port {node.port}.",
-            (f"ping -c1 {host}", f"nc -vz -w3 {host} {node.port}"),
+            (command("ping -c1 {}", host), command("nc -vz -w3 {} {}", host, node.port)),
         ),
         "ssh.unreachable": Fix(
-            f"Check the route and link to {host} from this machine.", (f"ip route get {host}",)
+            f"Check the route and link to {host} from this machine.",
+            (command("ip route get {}", host),),
         ),
         "ssh.unresolvable": Fix(
             f"Add {host} to DNS or /etc/hosts, or give its address in the hostfile or ssh_config.",
-            (f"getent hosts {host}",),
+            (command("getent hosts {}", host),),
         ),
         "ssh.auth_failed": Fix(
             f"Install your public key on {node.name} (or name the right key with IdentityFile).",
-            (f"ssh-copy-id {target}",),
+            (command("ssh-copy-id {}", target),),
         ),
         "ssh.host_key_unknown": Fix(
             "Record the host key after checking its fingerprint, or let the doctor trust it on "
             "first use.",
             (
-                f"ssh {target} true  # check the fingerprint, answer yes",
-                "doctor preflight --accept-new-host-keys ...",
+                command("ssh {} true  # check the fingerprint, answer yes", target),
+                command("doctor preflight --accept-new-host-keys ..."),
             ),
         ),
         "ssh.host_key_changed": Fix(
             f"The host key of {host} changed: if {node.name} was reinstalled, remove the old key; "
             "otherwise treat it as a possible attack.",
-            (f"ssh-keygen -R {host if node.port == 22 else f'[{host}]:{node.port}'}",),
+            (command("ssh-keygen -R {}", host if node.port == 22 else f"[{host}]:{node.port}"),),
         ),
         "node.no_python": Fix(
             f"Install Python 3.8 or newer on {node.name}, or name it with --python.",
-            ("apt-get install -y python3", "doctor preflight --python /path/to/python3 ..."),
+            commands(
+                "apt-get install -y python3", "doctor preflight --python /path/to/python3 ..."
+            ),
         ),
         "node.timeout": Fix(
             f"Something on {node.name} hangs (a stuck NFS mount, a driver call); raise --deadline "

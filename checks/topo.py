@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import command, commands
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.pci import CLASS_NETWORK, Acs
@@ -16,7 +17,7 @@ from doctor.facts.topo.view import GDR_DEFAULT_LEVEL, gdr_allowed
 from doctor.judge.drift import drift_findings, need_drift
 from doctor.plugin import Skip, cluster_check, need, node_check
 
-SHOW_TOPO = "nvidia-smi topo -m"
+SHOW_TOPO = command("nvidia-smi topo -m")
 
 
 def _gpu_facts(facts: NodeFacts) -> TopoFacts:
@@ -77,8 +78,10 @@ def gpu_sockets(facts: NodeFacts) -> Iterator[Finding]:
             (
                 SHOW_TOPO,
                 # nvidia-smi numbers GPUs in PCI bus order; CUDA does too only when told so.
-                "export CUDA_DEVICE_ORDER=PCI_BUS_ID "
-                f"CUDA_VISIBLE_DEVICES={','.join(g[3:] for g in groups[0])}",
+                command(
+                    "export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={}",
+                    ",".join(g[3:] for g in groups[0]),
+                ),
             ),
         ),
         data={"groups": groups},
@@ -117,7 +120,10 @@ def gdr_reach(facts: NodeFacts) -> Iterator[Finding]:
                 "Put a NIC on each GPU's PCIe switch or socket, or pin each rank to the GPU and "
                 "NIC that share a socket. Raising NCCL_NET_GDR_LEVEL past PXB makes NCCL use "
                 "GDR over that path, which is often slower than staging through host memory.",
-                (SHOW_TOPO, "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET ... | grep 'GPU Direct RDMA'"),
+                (
+                    SHOW_TOPO,
+                    command("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET ... | grep 'GPU Direct RDMA'"),
+                ),
             ),
             data={"label": label, "gpus": rows},
         )
@@ -161,7 +167,12 @@ def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
             fix=Fix(
                 "A link is down or the GPU is out of the NVLink/NVSwitch fabric: check "
                 "the link state and fabric manager, then reset the GPU or service the node.",
-                ("nvidia-smi nvlink --status", "systemctl status nvidia-fabricmanager", SHOW_TOPO),
+                (
+                    *commands(
+                        "nvidia-smi nvlink --status", "systemctl status nvidia-fabricmanager"
+                    ),
+                    SHOW_TOPO,
+                ),
             ),
             data={"totals": totals},
         )
@@ -172,7 +183,10 @@ def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
             Severity.WARN,
             f"NVML reports inactive NVLinks on {', '.join(down)}",
             evidence=tuple(f"{g}: {n} link(s) not active" for g, n in down.items()),
-            fix=Fix("Check each link's state and error counters.", ("nvidia-smi nvlink --status",)),
+            fix=Fix(
+                "Check each link's state and error counters.",
+                commands("nvidia-smi nvlink --status"),
+            ),
             data={"down": down},
         )
     # A recovery is a link that failed and was retrained: DCGM's health watch counts a single one
@@ -193,7 +207,7 @@ def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
             fix=Fix(
                 "Watch whether the count grows during a run; if it does, drain the node and "
                 "reseat or service the link (run DCGM's diagnostics).",
-                ("nvidia-smi nvlink -e", "dcgmi diag -r 2"),
+                commands("nvidia-smi nvlink -e", "dcgmi diag -r 2"),
             ),
             data={"errors": recovered},
         )
@@ -229,7 +243,7 @@ def p2p_status(facts: NodeFacts) -> Iterator[Finding]:
                 "NCCL fails on NVLink peers without P2P and falls back to host memory on "
                 "PCIe. Check the driver's P2P settings (registry keys), IOMMU/ACS on bare "
                 "metal, and the VM's P2P support.",
-                ("nvidia-smi topo -p2p r", "sudo lspci -vvv | grep ACSCtl"),
+                commands("nvidia-smi topo -p2p r", "sudo lspci -vvv | grep ACSCtl"),
             ),
             data={"pair": pair, "label": label, "status": problems},
         )
@@ -286,8 +300,11 @@ def acs_redirect(facts: NodeFacts) -> Iterator[Finding]:
                 "Disable ACS on these bridges (BIOS: 'ACS' or 'PCIe ACS control'; or at boot), "
                 "then check P2P.",
                 (
-                    *(f"sudo setpci -s {b.address} ECAP_ACS+0x6.w=0000" for b in redirecting),
-                    "nvidia-smi topo -p2p r",
+                    *(
+                        command("sudo setpci -s {} ECAP_ACS+0x6.w=0000", b.address)
+                        for b in redirecting
+                    ),
+                    command("nvidia-smi topo -p2p r"),
                 ),
             ),
             data={"bridges": [b.address for b in redirecting]},
@@ -341,7 +358,7 @@ def topo_drift(cluster: ClusterFacts) -> Iterator[Finding]:
         fix=Fix(
             "Nodes that should be identical are cabled or populated differently (a GPU or NIC "
             "missing, NVLink down, a card in another slot): compare their matrices.",
-            ("doctor topo", SHOW_TOPO),
+            (command("doctor topo"), SHOW_TOPO),
         ),
     )
 

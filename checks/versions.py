@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import command, commands
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.nccl.libraries import LOGGED
 from doctor.facts.node import NodeFacts
@@ -147,7 +147,7 @@ DRIVER = (
         Severity.WARN,
         lambda ref: Fix(
             f"Install driver {ref} on every node (then reboot or reload the module).",
-            ("nvidia-smi --query-gpu=driver_version --format=csv,noheader",),
+            commands("nvidia-smi --query-gpu=driver_version --format=csv,noheader"),
         ),
     ),
     Rule(
@@ -181,7 +181,7 @@ NCCL = (
         lambda ref: Fix(
             f"Install NCCL {ref} on every node: mixed versions hang or fail at init "
             "('Mismatched NCCL version detected').",
-            (f"pip install nvidia-nccl-cu12=={ref}",),
+            (command("pip install nvidia-nccl-cu12=={}", ref),),
         ),
     ),
     Rule(
@@ -193,7 +193,7 @@ NCCL = (
         lambda ref: Fix(
             f"Give every node the same NCCL net plugins (expected: {ref}): a node without the "
             "IB/EFA plugin falls back to TCP sockets and slows or breaks the whole job.",
-            ("ldconfig -p | grep libnccl-net",),
+            commands("ldconfig -p | grep libnccl-net"),
         ),
         NONE,
     ),
@@ -221,7 +221,9 @@ SOFTWARE = (
         "torch",
         torch_version,
         Severity.FAIL,
-        lambda ref: Fix(f"Install torch {ref} on every node.", (f"pip install torch=={ref}",)),
+        lambda ref: Fix(
+            f"Install torch {ref} on every node.", (command("pip install torch=={}", ref),)
+        ),
     ),
     Rule(
         "drift.kernel",
@@ -241,7 +243,7 @@ NCCL_CONF = Rule(
     lambda ref: Fix(
         f"Give every node the same nccl.conf settings (expected: {ref}) in /etc/nccl.conf "
         "and ~/.nccl.conf.",
-        ("cat /etc/nccl.conf ~/.nccl.conf",),
+        commands("cat /etc/nccl.conf ~/.nccl.conf"),
     ),
     NONE,
 )
@@ -263,11 +265,11 @@ def nccl_env_rule(key: str) -> Rule:
         return UNSET
 
     def fix(ref: Hashable) -> Fix:
-        command = f"unset {key}" if ref == UNSET else f"export {key}={shlex.quote(str(ref))}"
+        how = command("unset {}", key) if ref == UNSET else command("export {}={}", key, ref)
         return Fix(
             f"Set {key} the same way on every node (some values, like interface names, may "
             "differ on purpose: then ignore this).",
-            (command,),
+            (how,),
         )
 
     meaning = "an NCCL_* environment variable differs between nodes"

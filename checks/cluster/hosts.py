@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from doctor import __version__
 from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.core.nodeset import compact, group_nodes
+from doctor.core.shell import command, commands
 from doctor.facts.cluster import ClusterFacts
 from doctor.plugin import Skip, cluster_check
 
@@ -66,7 +67,7 @@ def identity_unique(cluster: ClusterFacts) -> Iterator[Finding]:
                 evidence=tuple(f"{n}: hostname {hostname}, boot_id {key_of[n][1]}" for n in names),
                 fix=Fix(
                     "Give every node its own hostname (cloned images keep the template's).",
-                    ("sudo hostnamectl set-hostname <unique-name>",),
+                    commands("sudo hostnamectl set-hostname <unique-name>"),
                 ),
             )
     for shared, names in group_nodes(hostid).items():
@@ -78,7 +79,8 @@ def identity_unique(cluster: ClusterFacts) -> Iterator[Finding]:
                 nodes=tuple(names),
                 evidence=(f"NCCL_HOSTID={shared} on {compact(names)}",),
                 fix=Fix(
-                    "Unset NCCL_HOSTID, or give each machine its own value.", ("unset NCCL_HOSTID",)
+                    "Unset NCCL_HOSTID, or give each machine its own value.",
+                    commands("unset NCCL_HOSTID"),
                 ),
             )
 
@@ -120,7 +122,7 @@ def clock_skew(cluster: ClusterFacts) -> Iterator[Finding]:
                 evidence=(f"{name}: {seen}, median of all nodes {median:+.1f}",),
                 fix=Fix(
                     "Run time synchronisation on every node.",
-                    ("timedatectl status", "sudo systemctl enable --now chrony"),
+                    commands("timedatectl status", "sudo systemctl enable --now chrony"),
                 ),
                 data={"offset": round(off, 3)},
             )
@@ -151,7 +153,7 @@ def slots_gpus(cluster: ClusterFacts) -> Iterator[Finding]:
                 evidence=(f"inventory: {name} slots={node.slots}", f"PCI: {gpus} NVIDIA GPUs"),
                 fix=Fix(
                     f"Give {name} at most {gpus} slots in the hostfile.",
-                    (f"{name} slots={gpus}",) if gpus else (),
+                    (command("{} slots={}", name, gpus),) if gpus else (),
                 ),
                 data={"slots": node.slots, "gpus": gpus},
             )
@@ -192,6 +194,6 @@ def doctor_version(cluster: ClusterFacts) -> Iterator[Finding]:
             evidence=(f"importlib.metadata.version('cluster-doctor') = {version}",),
             fix=Fix(
                 "Install the same version everywhere (the probe run is always the controller's).",
-                (f"pip install cluster-doctor=={__version__}",),
+                (command("pip install cluster-doctor=={}", __version__),),
             ),
         )

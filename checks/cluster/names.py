@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.core.nodeset import compact
+from doctor.core.shell import command
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.network.peers import PeerFacts
 from doctor.plugin import Skip, cluster_check
@@ -91,7 +92,7 @@ def names_resolve(cluster: ClusterFacts) -> Iterator[Finding]:
             ),
             fix=Fix(
                 f"Add {name} to DNS, or to /etc/hosts on {compact(sources)}.",
-                (f"echo '{addr} {name}' | sudo tee -a /etc/hosts",),
+                (command("echo {} | sudo tee -a /etc/hosts", f"{addr} {name}"),),
             ),
             data={"name": name},
         )
@@ -106,7 +107,7 @@ def names_resolve(cluster: ClusterFacts) -> Iterator[Finding]:
             evidence=tuple(f"{compact(srcs)}: {', '.join(a)}" for a, srcs in groups.items()),
             fix=Fix(
                 "Make DNS and every /etc/hosts agree (a stale /etc/hosts line is the usual cause).",
-                (f"getent hosts {name}  # on each node",),
+                (command("getent hosts {}  # on each node", name),),
             ),
             data={"name": name},
         )
@@ -147,9 +148,9 @@ def _loopback(
         fix=Fix(
             f"On {source}, map {name} to its real address in /etc/hosts (or pin the interface).",
             (
-                f"sudo sed -i '/^{loop.replace('.', '[.]')}[[:space:]]/d' /etc/hosts",
-                f"echo '{real} {name}' | sudo tee -a /etc/hosts",
-                "export GLOO_SOCKET_IFNAME=<data NIC>  # or pin the interface instead",
+                command("sudo sed -i {} /etc/hosts", f"/^{loop.replace('.', '[.]')}[[:space:]]/d"),
+                command("echo {} | sudo tee -a /etc/hosts", f"{real} {name}"),
+                command("export GLOO_SOCKET_IFNAME=<data NIC>  # or pin the interface instead"),
             ),
         ),
         data={"name": name, "addresses": list(addrs)},

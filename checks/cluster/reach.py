@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from checks.stage import not_run, whole_nodes
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.nodeset import compact
+from doctor.core.shell import command, commands, over_ssh
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.network.reach import Reachability, ReachLink
 from doctor.plugin import cluster_check, need
@@ -57,7 +58,7 @@ def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
             fix=Fix(
                 f"Look at {target}'s firewall (iptables/nftables) and that it can listen on "
                 "arbitrary TCP ports; NCCL, Gloo and MPI need them.",
-                (f"ssh {target} 'sudo iptables -S; sudo nft list ruleset'",),
+                (command("ssh {} 'sudo iptables -S; sudo nft list ruleset'", target),),
             ),
             data={"target": target, "cut_off": froms},
         )
@@ -76,7 +77,7 @@ def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
             evidence=tuple(line for t in tos for line in _attempts(reach, source, t)),
             fix=Fix(
                 f"Look at {source}'s routes and outgoing firewall rules.",
-                (f"ssh {source} 'ip route; sudo iptables -S OUTPUT'",),
+                (command("ssh {} 'ip route; sudo iptables -S OUTPUT'", source),),
             ),
             data={"source": source, "unreached": tos},
         )
@@ -94,7 +95,7 @@ def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
             fix=Fix(
                 f"Open TCP between {source} and {target} (firewall, security group, routes); "
                 "NCCL, Gloo and MPI need arbitrary ports both ways.",
-                (f"ssh {source} 'nc -vz -w2 {tried[0].address} 22'",),
+                (over_ssh(source, "nc -vz -w2 {} 22", tried[0].address),),
             ),
             data={"source": source, "target": target, "status": status},
         )
@@ -121,7 +122,7 @@ def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
                 fix=Fix(
                     f"Find what blocks {blocked} from {target}'s {iface} "
                     "(firewall rule, route, VLAN), or exclude the interface.",
-                    (f"export NCCL_SOCKET_IFNAME=^{iface}",),
+                    (command("export NCCL_SOCKET_IFNAME=^{}", iface),),
                 ),
             )
         for x in nat:
@@ -135,7 +136,7 @@ def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
                 fix=Fix(
                     "A NAT or container network sits on this path; use an interface whose "
                     "address peers see directly (host networking for containers).",
-                    ("docker run --network host ...",),
+                    commands("docker run --network host ..."),
                 ),
             )
     for (iface, address), targets in isolated.items():
@@ -151,7 +152,7 @@ def reach_tcp(cluster: ClusterFacts) -> Iterator[Finding]:
             ),
             fix=Fix(
                 f"Keep {iface} out of NCCL, Gloo and MPI.",
-                (f"export NCCL_SOCKET_IFNAME=^{iface},lo",),
+                (command("export NCCL_SOCKET_IFNAME=^{},lo", iface),),
             ),
         )
     yield from not_run("reach.not_run", "reachability not tested", reach.not_run)

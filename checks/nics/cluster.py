@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from checks.nics.common import where
 from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.core.nodeset import compact, group_nodes
+from doctor.core.shell import command, commands
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.network.net import IfAddr
 from doctor.facts.node import NodeFacts
@@ -42,7 +43,7 @@ def two_in_subnet(facts: NodeFacts) -> Iterator[Finding]:
                 evidence=tuple(where(a) for a in addrs),
                 fix=Fix(
                     "Give each interface its own subnet, or pin the libraries to one of them.",
-                    (f"export NCCL_SOCKET_IFNAME=={names[0]}",),
+                    (command("export NCCL_SOCKET_IFNAME=={}", names[0]),),
                 ),
             )
 
@@ -73,7 +74,7 @@ def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
                 evidence=tuple(f"{n}: {where(plans[n].bootstrap.first)}" for n in nodes),  # type: ignore[arg-type]
                 fix=Fix(
                     "Pin NCCL to the interface that holds each node's own address.",
-                    ("export NCCL_SOCKET_IFNAME==<interface>",),
+                    commands("export NCCL_SOCKET_IFNAME==<interface>"),
                 ),
             )
     subnets = {
@@ -89,7 +90,7 @@ def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
             severity=Severity.WARN,
             fix=Fix(
                 "Set one MTU on every node of the subnet (large transfers stall otherwise).",
-                ("ip link set dev <interface> mtu <same value everywhere>",),
+                commands("ip link set dev <interface> mtu <same value everywhere>"),
             ),
         )
     names = {n: p.recommended.name for n, p in plans.items() if p.recommended is not None}
@@ -107,11 +108,17 @@ def nic_cluster(cluster: ClusterFacts) -> Iterator[Finding]:
                 "One exact list for NCCL and the subnet for Open MPI work everywhere; Gloo "
                 "needs each node's own name (per-node environment or /etc/nccl.conf for NCCL).",
                 (
-                    f"export NCCL_SOCKET_IFNAME=={listing}",
-                    f"mpirun --mca btl_tcp_if_include {mpi} --mca oob_tcp_if_include {mpi} ...",
+                    command("export NCCL_SOCKET_IFNAME=={}", listing),
+                    command(
+                        "mpirun --mca btl_tcp_if_include {0} --mca oob_tcp_if_include {0} ...", mpi
+                    ),
                     *(
-                        f"on {compact(ns)}: echo 'NCCL_SOCKET_IFNAME=={n}' >> /etc/nccl.conf; "
-                        f"export GLOO_SOCKET_IFNAME={n}"
+                        command(
+                            "echo {} >> /etc/nccl.conf; export GLOO_SOCKET_IFNAME={}  # on {}",
+                            f"NCCL_SOCKET_IFNAME=={n}",
+                            n,
+                            compact(ns),
+                        )
                         for n, ns in sorted(groups.items())
                     ),
                 ),

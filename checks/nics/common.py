@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from doctor.core.model import Fix
+from doctor.core.shell import command
 from doctor.facts.network.net import IfAddr
 from doctor.facts.node import NodeFacts
 from doctor.nic.choice import NicPlan
@@ -29,7 +30,7 @@ def pin(plan: NicPlan, text: str) -> Fix:
         return Fix(
             text + " No interface on this node has a routable address: fix the network first."
         )
-    return Fix(text, tuple(f"export {k}={v}" for k, v in env.items()))
+    return Fix(text, tuple(command("export {}={}", k, v) for k, v in env.items()))
 
 
 def where(a: IfAddr) -> str:

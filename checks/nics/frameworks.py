@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from checks.nics.common import addresses, plan_of, proven_text, reached
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import command
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.nic.plan import virtual_name
@@ -47,7 +48,7 @@ def _gloo_findings(facts: NodeFacts, cross_node: bool) -> Iterator[Finding]:
         value = plan.recommendation().get(var)
         fix = Fix(
             f"Name the interface explicitly in {var}.",
-            (f"export {var}={value}",) if value else (),
+            (command("export {}={}", var, value),) if value else (),
         )
         if choice.problems and prefix == "gloo":
             yield Finding(
@@ -106,7 +107,9 @@ def mpi_iface(facts: NodeFacts) -> Iterator[Finding]:
         value = plan.recommendation().get(f"OMPI_MCA_{choice.parameter}_if_include")
         fix = Fix(
             f"Use one list: {choice.parameter}_if_include with the cluster interface.",
-            (f"mpirun --mca {choice.parameter}_if_include {value} ...",) if value else (),
+            (command("mpirun --mca {} {} ...", f"{choice.parameter}_if_include", value),)
+            if value
+            else (),
         )
         for problem in choice.problems:
             code = "mpi.env.both" if problem.startswith("Both") else "mpi.env.malformed"

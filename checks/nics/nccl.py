@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from checks.nics.common import SLOW_MBPS, addresses, pin, plan_of, proven_text, reached, where
 from doctor.core.model import Finding, Fix, Severity
+from doctor.core.shell import command, commands
 from doctor.facts.network.net import IfAddr
 from doctor.facts.node import NodeFacts
 from doctor.nic.choice import NicPlan
@@ -183,7 +184,7 @@ def _ib_selection(plan: NicPlan) -> Iterator[Finding]:
         evidence=(f"IB: {plan.ib.reason}",),
         fix=Fix(
             "Name this node's HCAs (ls /sys/class/infiniband) with ACTIVE ports, or unset it.",
-            ("ls /sys/class/infiniband", "unset NCCL_IB_HCA"),
+            commands("ls /sys/class/infiniband", "unset NCCL_IB_HCA"),
         ),
     )
 
@@ -203,7 +204,9 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
                 fix=Fix(
                     "Grammar: comma list of prefixes; '^' first excludes, '=' (after '^') "
                     "means exact names, e.g. NCCL_SOCKET_IFNAME==eth0 or ^docker,lo",
-                    tuple(f"export {k}={v}" for k, v in plan.recommendation().items())[:1],
+                    tuple(command("export {}={}", k, v) for k, v in plan.recommendation().items())[
+                        :1
+                    ],
                 ),
             )
     family = plan.nccl_settings.get("NCCL_SOCKET_FAMILY")
@@ -214,7 +217,7 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
             f"NCCL_SOCKET_FAMILY={family.value!r} is neither AF_INET nor AF_INET6: NCCL ignores it",
             fix=Fix(
                 "Set exactly AF_INET or AF_INET6, or unset it.",
-                ("export NCCL_SOCKET_FAMILY=AF_INET",),
+                commands("export NCCL_SOCKET_FAMILY=AF_INET"),
             ),
         )
     comm = plan.nccl_settings.get("NCCL_COMM_ID")
@@ -225,6 +228,6 @@ def _malformed(plan: NicPlan) -> Iterator[Finding]:
             f"NCCL_COMM_ID={comm.value!r} is not <ip>:<port> or [<ipv6>]:<port>",
             fix=Fix(
                 "Use the rank-0 node's address and a free port.",
-                ("export NCCL_COMM_ID=198.18.0.1:29600",),
+                commands("export NCCL_COMM_ID=198.18.0.1:29600"),
             ),
         )

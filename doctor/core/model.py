@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from doctor.core.shell import Command
+
 T = TypeVar("T")
 
 MissingKind = Literal["absent", "unreadable", "failed", "timeout", "unsupported"]
@@ -71,10 +73,11 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Fix:
-    """What to do about a finding: a sentence, and commands or flags that can be pasted."""
+    """What to do about a finding: a sentence, and commands or flags that can be pasted, each
+    built by doctor/core/shell.py (its values quoted)."""
 
     text: str
-    commands: tuple[str, ...] = ()
+    commands: tuple[Command, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from functools import cache, cached_property
 from typing import Any
 
 from doctor.core.model import Fix, Severity
+from doctor.core.shell import commands
 from doctor.explain.stored import document
 
 _FIELDS = (
@@ -80,7 +81,7 @@ def _signature(entry: dict[str, Any]) -> Signature:
         summary=entry["summary"],
         meaning=entry["meaning"],
         causes=tuple(entry["causes"]),
-        fix=Fix(entry["fix"], tuple(entry["commands"])),
+        fix=Fix(entry["fix"], commands(*entry["commands"])),
         link=entry["link"],
         secondary=bool(entry.get("secondary", False)),
         identity=bool(entry.get("identity", False)),

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from doctor.core.model import Finding, Fix, Severity
+from doctor.core.shell import commands
 from doctor.explain.catalogue import Signature
 from doctor.explain.nccl_log import NcclLog
 from doctor.explain.prefix import Origin
@@ -139,7 +140,7 @@ IDENTITY_FIX = Fix(
     "Give every machine its own hostname (NCCL's host hash is hostname + boot_id, or "
     "NCCL_HOSTID when set): `doctor preflight --select identity.unique` names the nodes that "
     "collide.",
-    (
+    commands(
         "sudo hostnamectl set-hostname <unique-name>",
         "doctor preflight -H <nodes> --select identity.unique",
     ),

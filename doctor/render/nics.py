@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Mapping
 
@@ -11,28 +10,33 @@ from rich.text import Text
 
 from doctor.core.model import Missing
 from doctor.core.nodeset import compact, group_nodes
+from doctor.core.shell import Command, assignments, command
 from doctor.facts.network.net import Interface
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import cluster_recommendation
 
 
-def export_lines(by_node: Mapping[str, NicPlan | Missing]) -> list[str]:
-    """Shell lines that set the recommendation, then the matching launcher flags as comments."""
+def export_lines(by_node: Mapping[str, NicPlan | Missing]) -> list[Command]:
+    """Shell lines that set the recommendation, then the matching launcher flags as comments
+    (``eval "$(doctor nics --export)"`` runs them: every value is quoted)."""
     env = cluster_recommendation(by_node)
-    lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    lines = [command("export {}={}", k, v) for k, v in env.items()]
     if not env:
         return lines
-    inline = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if not k.startswith("OMPI"))
-    lines.append(f"# torchrun: {inline} torchrun --nnodes ... train.py")
+    inline = assignments((k, v) for k, v in env.items() if not k.startswith("OMPI"))
+    lines.append(command("# torchrun: {} torchrun --nnodes ... train.py", inline))
     gloo = env.get("GLOO_SOCKET_IFNAME")
     mpi = env.get("OMPI_MCA_btl_tcp_if_include")
     if gloo:
-        lines.append(f"# horovodrun --network-interfaces {gloo} ...")
+        lines.append(command("# horovodrun --network-interfaces {} ...", gloo))
     if mpi:
+        sockets = assignments(((k, v) for k, v in env.items() if "SOCKET" in k), "-x")
         lines.append(
-            f"# mpirun --mca btl_tcp_if_include {mpi} --mca oob_tcp_if_include {mpi} "
-            + " ".join(f"-x {k}={shlex.quote(v)}" for k, v in env.items() if "SOCKET" in k)
-            + " ..."
+            command(
+                "# mpirun --mca btl_tcp_if_include {0} --mca oob_tcp_if_include {0} {1} ...",
+                mpi,
+                sockets,
+            )
         )
     if not gloo:
         recommended = {
@@ -41,7 +45,7 @@ def export_lines(by_node: Mapping[str, NicPlan | Missing]) -> list[str]:
             if isinstance(p, NicPlan) and p.recommended
         }
         for iface, nodes in sorted(group_nodes(recommended).items()):
-            lines.append(f"# on {compact(nodes)}: export GLOO_SOCKET_IFNAME={iface}")
+            lines.append(command("# on {}: export GLOO_SOCKET_IFNAME={}", compact(nodes), iface))
     return lines
 
 

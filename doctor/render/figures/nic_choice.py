@@ -9,11 +9,11 @@ renderer judges nothing itself: flags come from the report's findings.
 from __future__ import annotations
 
 import ipaddress
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from doctor.core.nodeset import compact
+from doctor.core.shell import command
 from doctor.render.figures import as_dict, as_list, as_text, dig
 
 # (heading, finding-code prefixes that flag the column)
@@ -139,7 +139,7 @@ def build_choice(nics: Any, findings: Any) -> Choice | None:
             built.append(Cell(chips, rule, flags))
         rows.append(Row(compact(members), len(members), tuple(built)))
     recommendation = as_dict(dig(nics, "recommendation"))
-    exports = tuple(f"export {k}={shlex.quote(as_text(v))}" for k, v in recommendation.items())
+    exports = tuple(command("export {}={}", k, as_text(v)) for k, v in recommendation.items())
     return Choice(
         tuple(h for h, _ in COLUMNS),
         tuple(rows),
