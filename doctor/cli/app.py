@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -69,6 +70,16 @@ def _root(
             "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
         ),
     ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Defaults from this TOML file, trusted as the command line is (else doctor.toml "
+            "or pyproject.toml here; docs/usage.md).",
+        ),
+    ] = None,
 ) -> None:
     """Find what will break multi-node GPU training before you launch it."""
+    # --config is read before the command line is parsed (doctor/cli/main.py: it gives the parse
+    # its defaults) and taken out of it; it is declared here for --help alone.
     set_ui(settings)

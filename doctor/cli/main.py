@@ -31,8 +31,11 @@ atexit.register(gc.freeze)
 def main(argv: list[str] | None = None) -> int:
     """Entry point: maps every way a run can end to the documented exit codes, one line each."""
     try:
-        quick = _explain_quickly(sys.argv[1:] if argv is None else list(argv))
-        return quick if quick is not None else _run_app(argv)
+        from doctor.cli.config import take_config_flag
+
+        explicit, args = take_config_flag(sys.argv[1:] if argv is None else list(argv))
+        quick = None if explicit else _explain_quickly(args)
+        return quick if quick is not None else _run_app(args, explicit)
     except UsageError as exc:
         _say(f"doctor: error: {exc}")
         return EXIT_USAGE
@@ -75,18 +78,20 @@ def _say(line: str) -> None:
     stderr_console().print(line, markup=False)
 
 
-def _run_app(argv: list[str] | None) -> int:
+def _run_app(args: list[str], explicit: Path | None) -> int:
     import typer
 
     from doctor.cli.app import app
-    from doctor.cli.config import config_defaults
+    from doctor.cli.config import default_map, load_config
+    from doctor.core.printable import say
 
-    rv = app(
-        args=argv,
-        prog_name="doctor",
-        standalone_mode=False,
-        default_map=config_defaults(typer.main.get_command(app), Path.cwd()),
-    )
+    config = load_config(Path.cwd(), explicit)
+    defaults = None
+    if config is not None:
+        for line in config.notice():
+            say(line)
+        defaults = default_map(typer.main.get_command(app), config.table, config.path)
+    rv = app(args=args, prog_name="doctor", standalone_mode=False, default_map=defaults)
     return rv if isinstance(rv, int) else EXIT_OK
 
 

@@ -11,6 +11,7 @@ encoder escapes control characters), so the JSON report stays exact.
 from __future__ import annotations
 
 import re
+import sys
 
 # C0 but \t and \n, DEL and C1, and the bidi embeddings, overrides and isolates.
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -24,3 +25,9 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` with every character a terminal would act on shown as a visible escape."""
     return UNSAFE.sub(_escape, text)
+
+
+def say(text: str) -> None:
+    """One line of the doctor's own on stderr (``doctor: ...``), what it quotes shown safely."""
+    sys.stderr.write(f"doctor: {printable(text)}\n")
+    sys.stderr.flush()

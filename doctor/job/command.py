@@ -21,6 +21,7 @@ from typing import Any
 from doctor.core.errors import UsageError
 from doctor.core.files import write_whole
 from doctor.core.model import Missing, Severity
+from doctor.core.printable import say
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.hang.outcome import FailedNode, JobOutcome
 from doctor.job.argv import PER_NODE, LaunchLine, collective_timeout
@@ -28,7 +29,7 @@ from doctor.job.explain import job_explanation
 from doctor.job.forward import forward
 from doctor.job.gate import Verdict, judge
 from doctor.job.settings import HangSettings
-from doctor.job.show import blocking, say, show_gate
+from doctor.job.show import blocking, show_gate
 from doctor.job.spares import narrowed, spare
 from doctor.job.spread import JobResult, Launch, run_job
 from doctor.job.watch import Watch, armed_env, armed_files, new_mark

@@ -5,20 +5,15 @@ fails. The report's files (--json, --html, ...; -f json on stdout) carry the sam
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from doctor.core.model import Finding
 from doctor.core.nodeset import compact
+from doctor.core.printable import say
 from doctor.job.gate import Verdict
 from doctor.job.spread import JobResult
 from doctor.judge.report import Report
 from doctor.render.output import OutputOptions, emit
-
-
-def say(text: str) -> None:
-    sys.stderr.write(f"doctor: {text}\n")
-    sys.stderr.flush()
 
 
 def _codes(findings: list[Finding]) -> str:

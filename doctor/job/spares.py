@@ -16,10 +16,10 @@ from pathlib import Path
 
 from doctor.core.files import write_whole
 from doctor.core.nodeset import compact
+from doctor.core.printable import say
 from doctor.job.argv import LaunchLine
 from doctor.job.gate import Verdict
 from doctor.job.narrow import narrow
-from doctor.job.show import say
 from doctor.judge.report import Report
 from doctor.nodes.inventory import Node
 

@@ -22,16 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from doctor.core.files import write_whole
 from doctor.core.model import CheckOutcome, Severity
+from doctor.core.printable import say
 from doctor.job.settings import HangSettings, StacksSettings
-from doctor.job.show import say
 from doctor.job.stacks import look_at_job
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport import BatchTransport, Transport
 from doctor.plugin import CheckSpec
+from doctor.render.output import safe_console
 from doctor.render.terminal import render_text
 
 WINDOW = 3.0  # seconds each rank is watched for progress once the job went quiet
@@ -126,7 +125,7 @@ class Watch:
             return "moving"
         self.judged = [o for o in report.outcomes if o.check == "hang"]  # the last look's
         text = io.StringIO()
-        render_text(report, Console(file=text, width=160, no_color=True, highlight=False))
+        render_text(report, safe_console(text, width=160, no_color=True))
         base = self.folder / f"hang-{len(self.verdicts) + 1}"
         write_whole(base.with_suffix(".txt"), text.getvalue())
         write_whole(base.with_suffix(".json"), json.dumps(report.to_json(), indent=1) + "\n")

@@ -12,6 +12,7 @@ from doctor import __version__
 from doctor.core.errors import UsageError
 from doctor.core.jsonable import SCHEMA_VERSION, jsonable
 from doctor.core.model import Finding, Severity
+from doctor.core.printable import say
 from doctor.explain.engine import Explanation, context, findings
 from doctor.explain.source import LogReadError, expand
 
@@ -202,7 +203,7 @@ def show_explanation(
     except LogReadError as exc:
         raise UsageError(str(exc)) from None
     for problem in result.errors:
-        sys.stderr.write(f"doctor: {problem} (kept what was read before it)\n")
+        say(f"{problem} (kept what was read before it)")
     if as_json or out is None:
         sys.stdout.write(render_explain_json(result))
     else:

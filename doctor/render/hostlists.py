@@ -12,7 +12,6 @@ next launch, not for sharing.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -22,6 +21,7 @@ from doctor.core.files import write_whole
 from doctor.core.flag import flag
 from doctor.core.model import Severity
 from doctor.core.nodeset import compact
+from doctor.core.printable import say
 
 if TYPE_CHECKING:
     from doctor.judge.report import Report
@@ -82,7 +82,7 @@ class HostLists:
         if cluster_wide:
             said.append(f"in neither list: {', '.join(cluster_wide)} (names no node)")
         for line in [] if quiet else said:
-            sys.stderr.write(f"doctor: {line}\n")
+            say(line)
 
 
 def _write(flag_: str, path: Path, text: str) -> None:

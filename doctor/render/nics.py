@@ -10,6 +10,7 @@ from rich.text import Text
 
 from doctor.core.model import Missing
 from doctor.core.nodeset import compact, group_nodes
+from doctor.core.printable import say
 from doctor.core.shell import Command, assignments, command
 from doctor.facts.network.net import Interface
 from doctor.nic.choice import NicPlan
@@ -132,7 +133,7 @@ def print_exports(by_node: Mapping[str, NicPlan | Missing]) -> int:
     """`doctor nics --export`: the lines on stdout (exit 0), or why there are none (exit 1)."""
     lines = export_lines(by_node)
     if not lines:
-        sys.stderr.write("doctor: no interface with a routable address\n")
+        say("no interface with a routable address")
         return 1
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -6,17 +6,21 @@ from __future__ import annotations
 import enum
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+from rich.text import Text
 
 from doctor.core.errors import EXIT_INTERRUPTED, UsageError
 from doctor.core.files import write_whole
 from doctor.core.flag import flag
 from doctor.core.model import Severity
+from doctor.core.printable import UNSAFE, printable
 
 if TYPE_CHECKING:
     from doctor.judge.report import Report
@@ -119,14 +123,41 @@ def ui() -> Ui:
     return _ui
 
 
-def stdout_console() -> Console:
+class SafeConsole(Console):
+    """A console that shows text from outside and never obeys it: every segment's text passes
+    through the one sanitiser (doctor/core/printable.py) before rich adds its own styles, and no
+    console markup is read (a log line's ``[link=...]`` would be a hyperlink, its ``[/x]`` an
+    error). Rich's own control segments (cursor moves of the progress display) pass as they are.
+    A plain string is escaped before rich reads it, since rich drops BEL, BS, VT, FF and CR from
+    the text it styles (not emitted; escaped, they are shown)."""
+
+    def render_str(self, text: str, **settings: Any) -> Text:
+        return super().render_str(printable(text), **settings)
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control is None and UNSAFE.search(segment.text):
+                yield Segment(printable(segment.text), segment.style)
+            else:
+                yield segment
+
+
+def safe_console(file: IO[str], **settings: Any) -> Console:
     # Rich already honours NO_COLOR (and FORCE_COLOR) from the environment. No emoji codes:
     # text from users and nodes is printed as it is (`-H a:b:c` is not a:bold-B:c).
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
+    return SafeConsole(
+        file=file, highlight=False, soft_wrap=True, emoji=False, markup=False, **settings
+    )
+
+
+def stdout_console() -> Console:
+    return safe_console(sys.stdout)
 
 
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True, emoji=False)
+    return safe_console(sys.stderr)
 
 
 def parse_fail_on(text: str) -> Severity:
