@@ -23,6 +23,15 @@ def read_bounded(path: Path, limit: int) -> bytes:
     raise TooLarge(errno.EFBIG, f"larger than {limit >> 20} MiB, not what it should be")
 
 
+def inside(folder: Path, name: str, suffix: str) -> Path:
+    """``folder/<name><suffix>`` for a file named after a node: ValueError where the name would
+    put it elsewhere (a node's name is checked when it is read: this is the second lock)."""
+    path = folder / f"{name}{suffix}"
+    if path.parent != folder or name in ("", ".", "..") or "/" in name:
+        raise ValueError(f"{name!r} cannot name a file in {folder}")
+    return path
+
+
 def write_whole(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` so that a full or read-only disk leaves no truncated
     file behind (nor the one aside); raises the OSError that stopped it."""

@@ -9,6 +9,8 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from doctor.core.errors import UsageError
+
 K = TypeVar("K", bound=Hashable)
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
@@ -77,6 +79,45 @@ def split_by_value(values: Mapping[str, K], baseline: K | None = None) -> Split[
         tuple(groups.get(reference, ())),
         {v: tuple(ns) for v, ns in groups.items() if v != reference},
     )
+
+
+# A host name: dot-separated labels of letters, digits, '-' and '_' (RFC 1123, with the '_' that
+# real clusters use), none starting or ending with '-', 63 bytes a label, 253 in all.
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+_SCOPE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an IPv6 zone: an interface name or index
+
+
+def host_problem(name: str) -> str | None:
+    """Why ``name`` is not a host name or an address (None when it is one). A node's name reaches
+    ssh's argv, file names and printed commands: '-oProxyCommand=...', '../x' and 'a;id' are no
+    host anyone has."""
+    if is_address(name):
+        scope = name.partition("%")[2]
+        return None if not scope or _SCOPE.fullmatch(scope) else "its IPv6 zone is not a name"
+    if not name or len(name) > 253:
+        return "empty or longer than 253 characters"
+    if not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        return "not a host name (letters, digits, '-', '_' and '.'; no label starts with '-')"
+    return None
+
+
+def check_host(name: str, where: str) -> str:
+    """``name`` when it is a host name or an address; a UsageError naming ``where`` otherwise."""
+    problem = host_problem(name)
+    if problem is not None:
+        raise UsageError(f"{where}: {name!r}: {problem}")
+    return name
+
+
+def as_host(text: str) -> str:
+    """A file's name made a node's name (``dmesg (2).txt``'s stem → ``dmesg-2``): what a host
+    name may not hold becomes '-', so a name read from a folder is always one (never refused:
+    the file is the user's, named as it came)."""
+    name = ".".join(
+        re.sub(r"[^A-Za-z0-9_-]+", "-", label).strip("-")[:63] for label in text.split(".")
+    )
+    name = ".".join(label for label in name.split(".") if label)[:253].strip(".-")
+    return name or "node"
 
 
 def is_address(text: str) -> bool:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from doctor.core.errors import EXIT_INTERRUPTED
+from doctor.core.files import inside
 from doctor.core.model import CheckOutcome
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport.launch import KILL_WAIT, Launcher, Process, boot_args
@@ -197,7 +198,7 @@ def run_job(
     watchdog ends the ranks soon after: the look must come first)."""
     folder.mkdir(parents=True, exist_ok=True)
     output = Output(prefixed=len(launches) > 1)
-    runs = [NodeRun(launch, folder / f"{launch.node.name}.log") for launch in launches]
+    runs = [NodeRun(launch, inside(folder, launch.node.name, ".log")) for launch in launches]
     began = time.monotonic()
     result = JobResult(runs, 0.0)
     halt = threading.Event()

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 from doctor.core.errors import UsageError
 from doctor.core.files import read_bounded
+from doctor.core.nodeset import check_host
 
 MAX_SLOTS = 1 << 16  # slots (ranks) one node may be given
 MAX_HOSTFILE = 16 << 20  # bytes: a million hosts fit
@@ -96,7 +97,7 @@ def _parse_target(text: str, where: str, *, port_field: bool) -> _Entry:
     m = _TARGET.match(text)
     if not m:
         raise UsageError(f"{where}: cannot read host {text!r} (expected [user@]host[:slots])")
-    host = m["host"].strip("[]")
+    host = check_host(m["host"].strip("[]"), where)
     a, b = m["a"], m["b"]
     port = slots = None
     if b is not None:  # host:port:slots
@@ -189,7 +190,7 @@ def slurm_entries(env: Mapping[str, str]) -> list[_Entry]:
             )
         slots = list(counts)
     return [
-        _Entry(n, None, None, s, f"SLURM_JOB_NODELIST {n}", n)
+        _Entry(check_host(n, "SLURM_JOB_NODELIST"), None, None, s, f"SLURM_JOB_NODELIST {n}", n)
         for n, s in zip(names, slots, strict=True)
     ]
 
@@ -260,9 +261,12 @@ def resolve(
             raise UsageError(
                 f"ssh config for {entry.host}: Port {cfg['port']!r} is not a number"
             ) from None
+        where = f"ssh config for {entry.host}"
+        if "proxyjump" in cfg:
+            Node.parse_jump(cfg["proxyjump"])  # its host is checked as every host is
         node = Node(
             name=entry.host,
-            address=cfg.get("hostname", entry.host),
+            address=check_host(cfg.get("hostname", entry.host), f"{where}: HostName"),
             port=entry.port or cfg_port or port or 22,
             user=entry.user or cfg.get("user"),
             slots=entry.slots,

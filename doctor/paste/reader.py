@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 from doctor.core.capture import Capture, CaptureError
 from doctor.core.errors import UsageError
 from doctor.core.jsonable import loads
+from doctor.core.nodeset import as_host, check_host
 from doctor.paste.kind import Kind, merge
 from doctor.paste.registry import KINDS, kinds_line
 from doctor.paste.split import Segment, split
@@ -63,9 +64,11 @@ def _sources(
     """(node, label, bytes, truncated) for each input an argument names."""
     node, sep, rest = arg.partition("=")
     named = bool(sep) and _NODE.match(node) is not None and not Path(arg).exists()
+    if named:
+        check_host(node, f"{arg}: NODE=FILE")
     target = rest if named else arg
     if target == "-":
-        name = node if named else (stdin_node or "stdin")
+        name = node if named else check_host(stdin_node, "--node") if stdin_node else "stdin"
         data, cut = _bounded((stdin or sys.stdin.buffer).read, "stdin")
         yield name, "stdin", data, cut
         return
@@ -73,11 +76,11 @@ def _sources(
     if path.is_dir():
         files = _folder(path)
         for file in files:
-            yield (node if named else file.stem), str(file), *_read(file)
+            yield (node if named else as_host(file.stem)), str(file), *_read(file)
         return
     if not path.exists():
         raise UsageError(f"{target}: no such file or folder")
-    yield (node if named else path.stem), str(path), *_read(path)
+    yield (node if named else as_host(path.stem)), str(path), *_read(path)
 
 
 def _folder(path: Path) -> list[Path]:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from doctor.core.errors import UsageError
-from doctor.core.files import write_whole
+from doctor.core.files import inside, write_whole
 from doctor.facts.cluster import ClusterFacts
 
 MAX_CAPTURE = 64 << 20  # bytes: a probe capture is well under a megabyte
@@ -28,7 +28,7 @@ def save_captures(folder: Path, cluster: ClusterFacts) -> list[Path]:
     """
     written = []
     for name, facts in cluster.nodes.items():
-        path = folder / f"{name}.json"
+        path = inside(folder, name, ".json")
         try:
             write_whole(path, json.dumps(facts.capture.raw, sort_keys=True))
         except OSError as exc:

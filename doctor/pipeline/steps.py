@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from doctor.core.capture import Capture
 from doctor.core.model import Missing, NodeFailure
+from doctor.core.nodeset import check_host
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.network.mesh import SshMesh
@@ -145,6 +146,8 @@ def _on_nodes(
     spent on the doctor's own load, and no stage starves another."""
     remote = not all(n.local for n in nodes)
     given = request.stages.master or os.environ.get("MASTER_ADDR")
+    if given:
+        check_host(given, "--master-addr" if request.stages.master else "MASTER_ADDR")
     master = (given or nodes[0].name) if remote else None
     spec = probe_spec(request, sorted({*(n.name for n in nodes), master}) if master else [])
     python = request.targets.python

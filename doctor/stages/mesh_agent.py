@@ -26,7 +26,8 @@ def attempt(target, spec):
         argv += ["-p", str(target["port"])]
     if target.get("user"):
         argv += ["-l", target["user"]]
-    argv += [target["host"], "true"]
+    # "--": whatever the host's name, ssh reads it as the destination, never as an option.
+    argv += ["--", target["host"], "true"]
     started = time.monotonic()
     entry = {"target": target["name"], "argv": argv}
     try:

@@ -30,6 +30,7 @@ from importlib.resources import files
 
 from doctor.core.errors import UsageError
 from doctor.core.model import NodeFailure
+from doctor.core.nodeset import check_host
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport import ExecResult
 from doctor.nodes.transport.local import spawn
@@ -169,6 +170,8 @@ def slurm_tool(name: str) -> str:
 
 def expand_hostlist(hostlist: str, env: Mapping[str, str]) -> list[str]:
     """``node[1-3],gpu7`` to names, with SLURM's own parser (scontrol show hostnames)."""
+    if hostlist.startswith("-"):  # scontrol would read it as an option
+        raise UsageError(f"SLURM node list {hostlist!r}: not a node list")
     proc = subprocess.run(
         [slurm_tool("scontrol"), "show", "hostnames", hostlist],
         env=dict(env),
@@ -427,4 +430,4 @@ def slurm_nodes(
             "--launcher srun: not inside a SLURM allocation; give --slurm-nodes or --partition, "
             "or run it under salloc/sbatch"
         )
-    return [Node(name=n, address=n) for n in names], transport
+    return [Node(name=check_host(n, "SLURM"), address=n) for n in names], transport
