@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from doctor.core.secrets import hide_env
 from doctor.paste.kind import Kind
 
 PREFIXES = ("NCCL_", "GLOO_", "OMPI_MCA_", "UCX_")
@@ -50,7 +51,7 @@ def parse(text: str) -> dict[str, Any]:
         for name, value in _assignments(line):
             if name.startswith(PREFIXES):
                 env[name] = value
-    return {"values": {"env": {"value": env}}}
+    return {"values": {"env": {"value": hide_env(env)}}}  # as the probe hides them
 
 
 def _starts(line: str) -> bool:

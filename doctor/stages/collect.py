@@ -21,7 +21,10 @@ TRANSPORT_GRACE = 5.0
 
 
 def probe_source() -> bytes:
-    return files("doctor.stages").joinpath("probe.py").read_bytes()
+    """The probe as one file: the credential rules it shares with the controller
+    (doctor/core/secrets.py) first, then the probe, which finds them defined."""
+    shared = files("doctor.core").joinpath("secrets.py").read_bytes()
+    return shared + b"\n" + files("doctor.stages").joinpath("probe.py").read_bytes()
 
 
 # Interpreter discovery on a node (as Ansible does): the first of these that exists runs the probe.

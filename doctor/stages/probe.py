@@ -28,6 +28,13 @@ import threading
 import time
 from typing import Any, Dict, List  # noqa: F401  (type comments: the nodes may run Python 3.8)
 
+# The credential rules, shared with the controller: shipped, their source runs above this one
+# (doctor/stages/collect.py); imported from the tree otherwise (a run as a script).
+if "hide_env" not in globals():
+    if __name__ == "__main__":
+        sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    from doctor.core.secrets import hide_env
+
 PROBE_VERSION = 1
 MAX_FILE_BYTES = 1 << 20
 MAX_OUTPUT_BYTES = 4 << 20
@@ -72,16 +79,6 @@ ENV_PREFIXES = (
     "WORLD_SIZE",
     "RANK",
     "LOCAL_RANK",
-)
-SECRET_MARKERS = (
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "CREDENTIAL",
-    "PRIVATE",
-    "API_KEY",
-    "AUTH",
 )
 
 
@@ -278,13 +275,8 @@ def collect_limits(p):
 
 def collect_env(p):
     def captured():
-        env = {}
-        for key, val in os.environ.items():
-            if not key.startswith(ENV_PREFIXES):
-                continue
-            secret = any(marker in key.upper() for marker in SECRET_MARKERS)
-            env[key] = "<redacted>" if secret else val
-        return env
+        # Credentials are hidden here, before the capture leaves the node (doctor/core/secrets.py).
+        return hide_env({k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)})
 
     p.value("env", captured)
 

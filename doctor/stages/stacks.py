@@ -62,9 +62,14 @@ class Look:
 
 def agent_source() -> bytes:
     """The agent as one file: the Flight Recorder dump reader it shares with `doctor explain`
-    (doctor/facts/hang/flight_dump.py) first, then the agent, which finds it defined."""
-    shared = files("doctor.facts.hang").joinpath("flight_dump.py").read_bytes()
-    return shared + b"\n" + files("doctor.stages").joinpath("stacks_agent.py").read_bytes()
+    (doctor/facts/hang/flight_dump.py) and the credential rules it shares with the probe
+    (doctor/core/secrets.py) first, then the agent, which finds them defined."""
+    parts = (
+        files("doctor.facts.hang").joinpath("flight_dump.py"),
+        files("doctor.core").joinpath("secrets.py"),
+        files("doctor.stages").joinpath("stacks_agent.py"),
+    )
+    return b"\n".join(part.read_bytes() for part in parts)
 
 
 @functools.cache

@@ -34,11 +34,13 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-# Flight Recorder's dump reader, shared with `doctor explain`: shipped, its source runs above this
-# one (doctor/stages/stacks.py); imported from the tree otherwise (tests, a run as a script).
+# Flight Recorder's dump reader, shared with `doctor explain`, and the credential rules, shared
+# with the probe: shipped, their source runs above this one (doctor/stages/stacks.py); imported
+# from the tree otherwise (tests, a run as a script).
 if "read_dump" not in globals():
     if __name__ == "__main__":
         sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    from doctor.core.secrets import hide_argv
     from doctor.facts.hang.flight_dump import read_dump
 
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -418,6 +420,7 @@ def main(spec):
         if pid in stacks_first:
             info["stack_first"] = stacks_first[pid]
         info["nccl"] = nccl[pid]
+        info["argv"] = hide_argv(info["argv"])  # a job's --hf-token stays on the node
     out["processes"] = sorted(procs.values(), key=lambda i: i["pid"])
     if folder:
         shutil.rmtree(folder, ignore_errors=True)

@@ -40,11 +40,36 @@ def test_probe_is_python38_syntax() -> None:
     ast.parse(probe_source(), feature_version=(3, 8))
 
 
+def _shipped_above(tree: ast.Module) -> set[int]:
+    """The imports of the fallback for a run from the tree (``if "hide_env" not in globals():``):
+    shipped, the names are defined above, and the block never runs."""
+    found: set[int] = set()
+    for node in tree.body:
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.ops[0], ast.NotIn)
+            and ast.unparse(node.test.comparators[0]) == "globals()"
+        ):
+            name = ast.literal_eval(node.test.left)
+            assert name in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            found.update(id(n) for n in ast.walk(node) if isinstance(n, ast.ImportFrom))
+    return found
+
+
 def test_probe_imports_only_the_standard_library() -> None:
-    imports = _imports(ast.parse(probe_source()))
+    tree = ast.parse(probe_source())
+    imports = _imports(tree)
     assert imports, "the probe must import something; the scan found nothing"
+    fallback = _shipped_above(tree)
+    assert fallback, "the probe's shipped credential rules: their fallback import is gone"
+    defined = {d.name for d in tree.body if isinstance(d, ast.FunctionDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("doctor"):
+            # Only the fallback imports the project, and only what is shipped above it.
+            assert id(node) in fallback and {a.name for a in node.names} <= defined
     for module, is_guarded in imports:
-        if module in sys.stdlib_module_names:
+        if module in sys.stdlib_module_names or module == "doctor":  # the fallback, just checked
             continue
         assert module in OPTIONAL and is_guarded, f"probe imports non-stdlib {module!r}"
 
