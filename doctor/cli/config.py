@@ -97,8 +97,8 @@ def load_config(folder: Path, explicit: Path | None = None) -> Config | None:
     """The file named with --config (trusted), else the working directory's, its guarded
     settings left out unless it is trusted."""
     if explicit is not None:
-        if not explicit.is_file():
-            raise UsageError(f"--config {explicit}: not a readable file")
+        if not explicit.exists():
+            raise UsageError(f"--config {explicit}: no such file")
         return Config(explicit, _read(explicit))
     found = find_config(folder)
     if found is None:

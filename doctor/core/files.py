@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
+import stat
 from pathlib import Path
 
 
@@ -12,10 +14,36 @@ class TooLarge(OSError):
     """The file is larger than what it can sensibly be (a wrong path, a binary, a runaway log)."""
 
 
+class NotRegular(OSError):
+    """A device, FIFO or socket where a file was named: /dev/zero never ends, a FIFO with no
+    writer never answers."""
+
+
+def open_regular(path: str | os.PathLike[str]) -> io.BufferedReader:
+    """``path`` opened for reading; NotRegular (without blocking on a FIFO) when it is no
+    regular file, whatever a symlink on the way names."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a FIFO's far end) cannot be opened
+            raise NotRegular(errno.EINVAL, "a device, FIFO or socket, not a regular file") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "folder" if stat.S_ISDIR(mode) else "device, FIFO or socket"
+            raise NotRegular(errno.EINVAL, f"a {kind}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_bounded(path: Path, limit: int) -> bytes:
-    """The file's bytes; TooLarge past ``limit``, without reading more than ``limit + 1``."""
-    with path.open("rb") as fh:
-        # A regular file says its size; a pipe or a device is read up to the bound.
+    """The file's bytes; TooLarge past ``limit``, without reading more than ``limit + 1``;
+    NotRegular for a device, FIFO or socket."""
+    with open_regular(path) as fh:
         if os.fstat(fh.fileno()).st_size <= limit:
             data = fh.read(limit + 1)
             if len(data) <= limit:

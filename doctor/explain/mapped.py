@@ -13,10 +13,10 @@ from __future__ import annotations
 import mmap
 import os
 import signal
-import stat
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from doctor.core.files import open_regular
 from doctor.explain.sieve import Ahead, Sieve, searchers
 from doctor.explain.source import GZIP_MAGIC
 
@@ -184,9 +184,8 @@ def read_ahead(names: list[str], sieve: Sieve) -> dict[str, Mapped]:
         if name == "-":
             continue
         try:
-            with open(name, "rb") as handle:
-                info = os.fstat(handle.fileno())
-                if not stat.S_ISREG(info.st_mode) or handle.read(2) == GZIP_MAGIC:
+            with open_regular(name) as handle:  # never blocks on a FIFO
+                if handle.read(2) == GZIP_MAGIC:
                     continue
                 return {name: Mapped(name, handle.fileno(), sieve)}
         except (OSError, ValueError):  # the scan says what is wrong with it

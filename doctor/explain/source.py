@@ -10,6 +10,9 @@ import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from doctor.core.files import open_regular
+from doctor.core.printable import say
+
 CHUNK = 1 << 20
 # A "line" longer than this (a binary file, a progress bar without newlines) is cut: only its
 # first MAX_LINE bytes are read (the Scanner), and only they are carried between reads.
@@ -25,29 +28,41 @@ class LogReadError(Exception):
 
 
 def expand(names: list[str]) -> list[str]:
-    """The files to read: each name as given, a folder as every file under it (the per-rank files
-    of torchrun --log-dir, Slurm's %t outputs, one file per node), hidden ones left out, in order
-    of their paths."""
+    """The files to read: each name as given, a folder as every regular file under it (the
+    per-rank files of torchrun --log-dir, Slurm's %t outputs, one file per node), hidden ones
+    and devices, FIFOs and sockets left out, in order of their paths. A folder that holds no
+    file, or cannot be read, is an error naming it (never a silent read of stdin)."""
     out: list[str] = []
     for name in names:
         if name == "-" or not os.path.isdir(name):
             out.append(name)
             continue
         found: list[str] = []
-        for top, folders, files in os.walk(name):
+
+        def unreadable(exc: OSError, name: str = name) -> None:
+            raise LogReadError(f"{exc.filename or name}: {exc.strerror or exc}")
+
+        for top, folders, files in os.walk(name, onerror=unreadable):
             folders[:] = sorted(f for f in folders if not f.startswith("."))
-            found.extend(os.path.join(top, f) for f in files if not f.startswith("."))
+            for path in (os.path.join(top, f) for f in files if not f.startswith(".")):
+                if os.path.isfile(path):  # what a link names, too
+                    found.append(path)
+                else:
+                    say(f"{path}: a device, FIFO, socket or broken link, not read")
             if len(found) > MAX_FILES:
                 raise LogReadError(f"{name}: more than {MAX_FILES} files; name the job's logs")
+        if not found:
+            raise LogReadError(f"{name}: no files in it")
         out.extend(sorted(found))
     return out
 
 
 def open_log(name: str) -> BinaryIO:
-    """Open ``name`` (``-`` is stdin) for reading, decompressing gzip by its magic bytes."""
+    """Open ``name`` (``-`` is stdin) for reading, decompressing gzip by its magic bytes; a
+    device, FIFO or socket named as a log is refused (/dev/zero never ends)."""
     try:
         # Both are BufferedReaders, whose peek() shows the magic bytes without consuming them.
-        buffered = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
+        buffered = sys.stdin.buffer if name == "-" else open_regular(name)
     except OSError as exc:
         raise LogReadError(f"{name}: {exc.strerror or exc}") from None
     if not isinstance(buffered, io.BufferedReader):

@@ -7,6 +7,7 @@ named: the last line of the Python traceback the node printed (``ValueError: ...
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -26,13 +27,17 @@ _RAISED = re.compile(
     _PREFIX + rb"((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s?(.*))?$"
 )
 MAX_ERROR = 300
+MAX_LOG_TAIL = 16 << 20  # bytes of a node's output read for its traceback: the end, where it is
 
 
 def raised(run: NodeRun) -> str | None:
     """The exception that ended the node's first traceback (the program's own error comes
     before the launcher's report of it), if any."""
     try:
-        data = run.log.read_bytes()
+        with run.log.open("rb") as log:  # the doctor's own file; a chatty job's is large
+            size = os.fstat(log.fileno()).st_size
+            log.seek(max(0, size - MAX_LOG_TAIL))
+            data = log.read(MAX_LOG_TAIL)
     except OSError:
         return None
     in_traceback = False

@@ -7,10 +7,12 @@ one. Pure, apart from reading the user's own .deepspeed_env to carry it over.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from doctor.core.files import read_bounded
 from doctor.job.argv import LaunchLine
 
 MCA = "OMPI_MCA_"
@@ -29,6 +31,9 @@ def _after_launcher(line: LaunchLine, words: list[str]) -> list[str]:
     return argv[: line.at + 1] + words + argv[line.at + 1 :]
 
 
+MAX_ENV_FILE = 1 << 20  # bytes of a .deepspeed_env: NAME=VALUE lines
+
+
 def _deepspeed_env(env: dict[str, str]) -> str:
     """DeepSpeed reads NAME=VALUE lines from ~/.deepspeed_env and ./.deepspeed_env, the file
     name taken from DS_ENV_FILE (an absolute path wins over both folders): the user's own lines
@@ -37,8 +42,9 @@ def _deepspeed_env(env: dict[str, str]) -> str:
     name = os.environ.get("DS_ENV_FILE", ".deepspeed_env")
     for folder in dict.fromkeys((os.path.expanduser("~"), os.getcwd())):
         path = Path(folder, name)
-        if path.is_file():
-            lines += [ln for ln in path.read_text(errors="replace").splitlines() if "=" in ln]
+        with contextlib.suppress(OSError):  # none there (or no file): DeepSpeed reads on too
+            text = read_bounded(path, MAX_ENV_FILE).decode(errors="replace")
+            lines += [ln for ln in text.splitlines() if "=" in ln]
     lines += [f"{k}={v}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
 

@@ -227,7 +227,11 @@ def load_ssh_config(path: Path | None) -> paramiko.SSHConfig:
     """The user's ssh_config (``~/.ssh/config`` unless given); an empty one when there is none."""
     target = path or Path("~/.ssh/config").expanduser()
     try:
-        text = target.read_text(errors="replace") if target.is_file() else None
+        text = (
+            read_bounded(target, MAX_HOSTFILE).decode(errors="replace")
+            if target.is_file()
+            else None
+        )
     except OSError as exc:
         raise UsageError(f"ssh config {target}: {exc}") from None
     paramiko = _import_paramiko(bool(text and MATCH_EXEC.search(text)))

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 from doctor.core.capture import Capture, CaptureError
 from doctor.core.errors import UsageError
+from doctor.core.files import open_regular
 from doctor.core.jsonable import loads
 from doctor.core.nodeset import as_host, check_host
 from doctor.paste.kind import Kind, merge
@@ -97,7 +98,7 @@ def _folder(path: Path) -> list[Path]:
 
 def _read(path: Path) -> tuple[bytes, bool]:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             return _bounded(handle.read, str(path))
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None

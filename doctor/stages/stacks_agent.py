@@ -41,7 +41,7 @@ if "read_dump" not in globals():
     if __name__ == "__main__":
         sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
     from doctor.core.secrets import hide_argv
-    from doctor.facts.hang.flight_dump import read_dump
+    from doctor.facts.hang.flight_dump import MAX_BYTES, read_dump
 
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 KEPT_VARS = (
@@ -58,12 +58,51 @@ PYTHON = re.compile(r"(^|/)(python[0-9.]*|pypy[0-9.]*)$")
 RAS_PORT = 28028
 
 
-def read(path, binary=False):
+MAX_PROC_BYTES = 16 << 20  # a /proc file: a large process's maps are a few MB
+MAX_RAS_BYTES = 16 << 20  # NCCL RAS's status of a large job
+
+
+def read(path, binary=False, limit=MAX_PROC_BYTES):
+    """A file's contents (None when it cannot be read, is no regular file or is over ``limit``):
+    never a device or a FIFO planted where a file should be, never more than ``limit``."""
     try:
-        with open(path, "rb" if binary else "r") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
         return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data = handle.read(limit + 1)
+            if len(data) > limit:
+                return None
+            return data if binary else data.decode()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+
+def read_dump_file(path, pid):
+    """A Flight Recorder dump's bytes, from a regular file of the rank's own user (or root), not
+    through a symlink: ValueError otherwise. Torch's default path is in /tmp, where any user can
+    plant one (a link to /dev/zero took the agent's memory)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ValueError(exc.strerror or str(exc)) from None
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        try:
+            owner = os.stat("/proc/%d" % pid).st_uid
+        except OSError:
+            owner = st.st_uid  # the rank is gone: its file is judged by its kind and size
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_uid not in (owner, 0):
+            raise ValueError("owned by uid %d, not by the rank's user" % st.st_uid)
+        data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise ValueError("larger than a dump")
+    return data
 
 
 def own_addresses():
@@ -331,7 +370,7 @@ def read_dumps(procs, asked, until):
 def finish(info, asked, stale=False):
     target, _, drop = asked
     try:
-        info["fr"] = read_dump(read(target, binary=True) or b"")
+        info["fr"] = read_dump(read_dump_file(target, info["pid"]))
     except ValueError as exc:  # a truncated or foreign file must not cost the other ranks
         info["fr"] = {"error": "unreadable dump %s: %s" % (target, exc)}
     info["fr"]["stale"] = stale
@@ -361,7 +400,7 @@ def ras_status(address, until):
             conn.sendall(b"SET FORMAT json\n")
             form = "json" if reader.readline().strip().upper() == b"OK" else "text"
             conn.sendall(b"STATUS\n")
-            body = reader.read().decode("utf-8", "replace")
+            body = reader.read(MAX_RAS_BYTES).decode("utf-8", "replace")
         except OSError as exc:
             return {"error": "RAS at %s: %s" % (address, exc)}
     return {"address": address, "server": server, "format": form, "body": body}

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from doctor.nodes.transport import known_hosts
 from doctor.nodes.transport.known_hosts import KnownHosts
 
 NAMES = ["node1", "10.0.0.7", "[node2]:2222", "gpu01.example.com"]
@@ -111,13 +112,13 @@ def test_each_file_is_read_once_however_many_lookups(public_keys, tmp_path, monk
     path = tmp_path / "known_hosts"
     path.write_text(f"node1 {public_keys[0]}\n" * 3)
     reads: list[Path] = []
-    original = Path.read_text
+    original = known_hosts.read_bounded
 
-    def counted(self: Path, *args, **kwargs) -> str:
-        reads.append(self)
-        return original(self, *args, **kwargs)
+    def counted(path: Path, limit: int) -> bytes:
+        reads.append(path)
+        return original(path, limit)
 
-    monkeypatch.setattr(Path, "read_text", counted)
+    monkeypatch.setattr(known_hosts, "read_bounded", counted)
     index = KnownHosts([path])
     for _ in range(5):
         assert list(index.keys_for("node1")) == ["ssh-ed25519"]

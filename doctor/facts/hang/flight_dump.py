@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
-from typing import Any
+from typing import Any, ClassVar
 
 FRAMES_KEPT = 24  # Flight Recorder frames per entry, innermost first
 ENTRIES_KEPT = 16  # Flight Recorder entries per process group, the newest
@@ -26,11 +26,40 @@ SHARED = 100_000
 KEYS = ("version", "comm_lib_version", "pg_status", "pg_config")
 
 
-class Plain(pickle.Unpickler):
-    """Plain values only: a dump that names any class or function is not read."""
+# The pure-Python unpickler, whose memo, stack and reads typeshed does not describe.
+PurePython: Any = pickle._Unpickler
+
+
+class Plain(PurePython):
+    """Plain values only: a dump that names any class or function is not read.
+
+    The pure-Python unpickler, not the C one: the C one sizes its memo by the largest index a
+    PUT names, so 9 bytes whose LONG_BINPUT names index 50,000,000 took 800 MB (0xFFFFFFFF asks
+    for 32 GB); this one keeps its memo in a dict, and a PUT past the entries stored so far (a
+    pickler numbers them in order) is refused. About twice as slow: a dump is a few MB."""
+
+    dispatch: ClassVar[dict[int, Any]] = dict(PurePython.dispatch)
 
     def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"refused: the dump names {module}.{name}")
+
+    def _put(self, index: int) -> None:
+        if index > len(self.memo):
+            raise pickle.UnpicklingError(f"memo index {index} past the {len(self.memo)} stored")
+        self.memo[index] = self.stack[-1]
+
+    def _load_put(self) -> None:
+        self._put(int(self.readline()[:-1]))
+
+    def _load_binput(self) -> None:
+        self._put(self.read(1)[0])
+
+    def _load_long_binput(self) -> None:
+        self._put(int.from_bytes(self.read(4), "little"))
+
+    dispatch[pickle.PUT[0]] = _load_put
+    dispatch[pickle.BINPUT[0]] = _load_binput
+    dispatch[pickle.LONG_BINPUT[0]] = _load_long_binput
 
 
 def plain(value: Any, budget: list[int], depth: int = 0) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 from doctor.core.capture import Capture, CaptureError
 from doctor.core.errors import UsageError
+from doctor.core.files import read_bounded
 from doctor.core.jsonable import loads
 from doctor.core.model import Missing
 from doctor.facts.topo.matrix import Topology, closeness, nccl_path
@@ -85,13 +86,16 @@ def topo_json(view: TopoView) -> dict[str, Any]:
     }
 
 
+MAX_TOPO_INPUT = 64 << 20  # a node's whole capture is a few MB
+
+
 def view_from_file(path: Path) -> TopoView:
     """Read a saved `nvidia-smi topo -m` output, or a node's capture from `doctor collect`.
 
     Anything that is neither is a one-line usage error.
     """
     try:
-        text = path.read_bytes().decode("utf-8", "replace")
+        text = read_bounded(path, MAX_TOPO_INPUT).decode("utf-8", "replace")
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
     if text.lstrip().startswith("{"):

@@ -19,7 +19,12 @@ from pathlib import Path
 
 import paramiko
 
+from doctor.core.files import read_bounded
+
 FIELDS = re.compile(r"[ \t]")
+
+
+MAX_KNOWN_HOSTS = 64 << 20  # bytes: a known_hosts of a hundred thousand hosts
 
 
 class KnownHosts:
@@ -32,8 +37,8 @@ class KnownHosts:
         number = 0
         for path in files:
             try:
-                text = path.read_text(errors="replace")
-            except OSError:  # missing or unreadable: OpenSSH reads on without it too
+                text = read_bounded(path, MAX_KNOWN_HOSTS).decode(errors="replace")
+            except OSError:  # missing, unreadable, a device: OpenSSH reads on without it too
                 continue
             for raw in text.splitlines():
                 number += 1
