@@ -59,7 +59,7 @@ _MEANING: dict[str, tuple[str, str, Commands]] = {
     "unreachable": (
         "{src} has no route to {dst}",
         "Check the routes and links between {src} and {dst}.",
-        lambda src, dst: (over_ssh(src, 'ip route get "$(getent hosts {} | cut -d" " -f1)"', dst),),
+        lambda src, dst: (over_ssh(src, "ip route get $(getent hosts {} | cut -d' ' -f1)", dst),),
     ),
     "dropped": (
         "{dst}'s sshd closed the connection before authentication (MaxStartups, "

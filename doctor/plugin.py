@@ -3,7 +3,8 @@
 A plugin module ends with ``CHECKS = [...]``, like the built-in modules in ``checks/``, and is
 registered under the ``cluster_doctor.checks`` entry-point group. This module is what a plugin
 imports: the decorators, ``need`` and ``Skip``, and the findings it yields (``Finding``, ``Fix``,
-``Severity``, from doctor/core/model.py).
+``Severity``, from doctor/core/model.py) with their commands (``command``, ``commands``,
+``over_ssh``: every value quoted, doctor/core/shell.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from doctor.core.model import Finding, Fix, Missing, Severity
+from doctor.core.shell import Command, command, commands, over_ssh
 
 if TYPE_CHECKING:
     from doctor.facts.cluster import ClusterFacts
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckSpec",
+    "Command",
     "Finding",
     "Fix",
     "Missing",
@@ -27,8 +30,11 @@ __all__ = [
     "Severity",
     "Skip",
     "cluster_check",
+    "command",
+    "commands",
     "need",
     "node_check",
+    "over_ssh",
 ]
 
 T = TypeVar("T")

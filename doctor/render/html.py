@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from doctor.core.model import CheckOutcome, Status
 from doctor.core.nodeset import compact, group_nodes
+from doctor.core.printable import printable
 from doctor.render.checklist import fold_checks
 from doctor.render.figures import as_dict, as_list, counted
 from doctor.render.figures.grid import build_grid, mesh_messages, reach_messages
@@ -34,10 +35,16 @@ SHOWN_FAILURES = 10  # failed matrix pairs listed before the table folds
 @cache
 def _environment() -> jinja2.Environment:
     import jinja2
+    import markupsafe
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("doctor.render", "templates"),
         autoescape=True,
+        # Every value shown as text: no control character in the page (one printed or copied
+        # from it would reach a terminal); markup the templates made is left as it is.
+        finalize=lambda v: (
+            v if isinstance(v, markupsafe.Markup) or not isinstance(v, str) else printable(v)
+        ),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

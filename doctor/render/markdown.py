@@ -7,7 +7,9 @@ the report (NICs, SSH mesh, topology, ...) whatever stage added it: parts shaped
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 from doctor.core.jsonable import jsonable
 from doctor.core.model import CheckOutcome, Finding, Missing, Status
 from doctor.core.nodeset import compact
+from doctor.core.printable import printable
 from doctor.facts.node import NodeFacts
 from doctor.judge.report import Report
 
@@ -28,18 +31,34 @@ _ICON = {
 _RANK = [Status.CRASH, Status.FAIL, Status.WARN, Status.PASS, Status.SKIP]
 
 
+def _text(value: Any) -> str:
+    """Text from outside, as text on one line: no HTML a viewer would run (``<img onerror=...>``),
+    no control character a terminal would obey when the file is printed, no line of its own (a
+    line of backticks would open a code block)."""
+    return html.escape(printable(" ".join(str(value).splitlines())), quote=False)
+
+
+def _fenced(info: str, lines: Iterable[str]) -> list[str]:
+    """A code block whose fence no line inside can close: longer than any run of backticks."""
+    body = [printable(line) for line in lines]
+    longest = max((len(run) for line in body for run in re.findall("`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{info}", *body, fence, ""]
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, Missing):
-        return f"? ({value.reason})"
+        return f"? ({_text(value.reason)})"
     if value is None or value == "":
         return "—"
     if isinstance(value, (dict, list, tuple)):
         value = json.dumps(jsonable(value), sort_keys=True)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return _text(value).replace("|", "\\|").replace("\n", " ")
 
 
 def _table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    head = [_cell(h) if h else "" for h in header]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return [*lines, ""]
 
@@ -59,7 +78,9 @@ def _nodes(report: Report) -> list[str]:
     lines = ["## Nodes", ""]
     lines += _table(["Node", "OS", "Kernel", "Python", "Container"], rows)
     for name, failure in cluster.failures.items():
-        lines.append(f"- **{name} could not be probed**: {failure.summary} (`{failure.code}`)")
+        lines.append(
+            f"- **{_text(name)} could not be probed**: {_text(failure.summary)} (`{failure.code}`)"
+        )
     if cluster.failures:
         lines.append("")
     return lines
@@ -82,16 +103,16 @@ def _checks(report: Report) -> list[str]:
 
 
 def _finding(f: Finding) -> list[str]:
-    lines = [f"### {str(f.severity).upper()}: {f.summary}", ""]
+    lines = [f"### {str(f.severity).upper()}: {_text(f.summary)}", ""]
     lines.append(f"- code: `{f.code}` (check `{f.check}`)")
     if f.nodes:
-        lines.append(f"- nodes: {compact(f.nodes)}")
-    lines += [f"- seen: {e}" for e in f.evidence]
+        lines.append(f"- nodes: {_text(compact(f.nodes))}")
+    lines += [f"- seen: {_text(e)}" for e in f.evidence]
     lines.append("")
     if f.fix:
-        lines += [f"**Fix:** {f.fix.text}", ""]
+        lines += [f"**Fix:** {_text(f.fix.text)}", ""]
         if f.fix.commands:
-            lines += ["```sh", *f.fix.commands, "```", ""]
+            lines += _fenced("sh", f.fix.commands)
     return lines
 
 
@@ -131,16 +152,16 @@ def _block(value: Any) -> list[str]:
         return [", ".join(_cell(v) for v in value) or "—", ""]
     if _scalar(value) or value == {}:
         return [_cell(None if value == {} else value), ""]
-    return ["```json", json.dumps(value, indent=2, sort_keys=True), "```", ""]
+    return _fenced("json", json.dumps(value, indent=2, sort_keys=True).splitlines())
 
 
 def _section(name: str, value: Any) -> list[str]:
     """A report section: one table when it is shaped like one, else a part per key."""
-    lines = [f"## {name}", ""]
+    lines = [f"## {_text(name)}", ""]
     if _tabular(value) is not None or not isinstance(value, dict):
         return lines + _block(value)
     for key, part in value.items():
-        lines += [f"### {key}", "", *_block(part)]
+        lines += [f"### {_text(key)}", "", *_block(part)]
     return lines
 
 
@@ -190,11 +211,11 @@ def render_markdown(report: Report) -> str:
     s = report.summary()
     names = report.cluster.names
     lines = [f"# cluster-doctor {report.command} report", ""]
-    lines.append(f"- nodes: {len(names)} ({compact(names)})")
+    lines.append(f"- nodes: {len(names)} ({_text(compact(names))})")
     if s["nodes_failed"]:
         lines.append(f"- unreachable: {s['nodes_failed']}")
     if report.cluster.baseline is not None:
-        lines.append(f"- judged against the baseline node {report.cluster.baseline.node}")
+        lines.append(f"- judged against the baseline node {_text(report.cluster.baseline.node)}")
     counts = ", ".join(f"{s[k.value]} {k.value}" for k in Status)
     lines += [f"- result: {counts}", f"- created: {report.created}", ""]
     lines += _nodes(report)
