@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from doctor.core.errors import UsageError
+from doctor.core.printable import printable
 from doctor.facts.topo.matrix import gpu_fabric, legend
 from doctor.facts.topo.smi_text import export_topo_text
 from doctor.facts.topo.view import TopoView, nic_affinity, topo_json
@@ -94,6 +95,6 @@ def show_topology(view: TopoView, fmt: TopoFormat, out: Console) -> None:
     elif fmt is TopoFormat.plain:
         if not view.topology.gpus:
             raise UsageError(f"--format plain: no NVIDIA GPU on {view.node}, no matrix to write")
-        sys.stdout.write(export_topo_text(view.topology))
+        sys.stdout.write(printable(export_topo_text(view.topology)))  # names from a paste
     else:
         render_topology(view, out)
