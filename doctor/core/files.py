@@ -7,7 +7,10 @@ import errno
 import io
 import os
 import stat
+import tempfile
 from pathlib import Path
+
+REPORT_MODE = 0o644  # a report is read by others (CI, a web server); written by its owner
 
 
 class TooLarge(OSError):
@@ -62,12 +65,17 @@ def inside(folder: Path, name: str, suffix: str) -> Path:
 
 def write_whole(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` so that a full or read-only disk leaves no truncated
-    file behind (nor the one aside); raises the OSError that stopped it."""
-    aside = path.with_name(f".{path.name}.part")
+    file behind (nor the one aside); raises the OSError that stopped it. The file aside is made
+    new under a name no one can guess (a fixed ``.name.part`` in /tmp could be a link someone
+    planted to /etc/passwd, and the doctor runs as root); the report replaces ``path`` itself,
+    never what a link there names."""
+    fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
-        aside.write_text(text, encoding="utf-8")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(out.fileno(), REPORT_MODE)
+            out.write(text)
         os.replace(aside, path)
     except OSError:
         with contextlib.suppress(OSError):  # a read-only folder refuses the unlink too
-            aside.unlink(missing_ok=True)
+            os.unlink(aside)
         raise

@@ -59,3 +59,20 @@ def test_report_files_on_a_bad_disk_are_a_usage_error_and_absent(
     assert rc == 2
     assert capsys.readouterr().err.startswith(f"doctor: error: --json {bad_folder}/r.json: ")
     assert not (bad_folder / "r.json").exists() and not (bad_folder / "r.xml").exists()
+
+
+def test_a_planted_link_is_not_followed(tmp_path: Path) -> None:
+    """A report in a shared folder (/tmp): a link planted at the name aside, or at the report's
+    own name, must not make the doctor, as root, write the file it names."""
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / ".report.json.part").symlink_to(victim)
+    (shared / "report.json").symlink_to(victim)
+    write_whole(shared / "report.json", REPORT)
+    assert victim.read_text() == "root:x:0:0\n"
+    assert (
+        not (shared / "report.json").is_symlink() and (shared / "report.json").read_text() == REPORT
+    )
+    assert oct((shared / "report.json").stat().st_mode & 0o777) == "0o644"
