@@ -66,6 +66,10 @@ class Config:
     ignored: tuple[str, ...] = ()
     distrust: str = ""  # why the file is not trusted ("" when it is)
 
+    def defaults(self, root: Any) -> dict[str, Any]:
+        """click's default_map for the command tree under ``root`` (default_map below)."""
+        return default_map(root, self.table, self.path)
+
     def notice(self) -> list[str]:
         """What every run says about the file on stderr."""
         lines = [f"config: read {self.path}"]

@@ -82,7 +82,7 @@ def _run_app(args: list[str], explicit: Path | None) -> int:
     import typer
 
     from doctor.cli.app import app
-    from doctor.cli.config import default_map, load_config
+    from doctor.cli.config import load_config
     from doctor.core.printable import say
 
     config = load_config(Path.cwd(), explicit)
@@ -90,7 +90,7 @@ def _run_app(args: list[str], explicit: Path | None) -> int:
     if config is not None:
         for line in config.notice():
             say(line)
-        defaults = default_map(typer.main.get_command(app), config.table, config.path)
+        defaults = config.defaults(typer.main.get_command(app))
     rv = app(args=args, prog_name="doctor", standalone_mode=False, default_map=defaults)
     return rv if isinstance(rv, int) else EXIT_OK
 

@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 
-from doctor.cli.app import app
-from doctor.cli.config import config_defaults
+from doctor.cli.config import load_config
 from doctor.core.errors import UsageError
 from doctor.explain.scan import explain
 from doctor.facts.topo.smi_text import TopoParseError, parse_topo_text
@@ -57,8 +55,7 @@ def test_hostfile_of_a_gigabyte_on_one_line(tmp_path: Path) -> None:
 
 def test_config_of_a_gigabyte(tmp_path: Path) -> None:
     sparse(tmp_path / "doctor.toml", GIB)
-    command = typer.main.get_command(app)
-    bounded("TOML config", GIB, lambda: config_defaults(command, tmp_path), UsageError)
+    bounded("TOML config", GIB, lambda: load_config(tmp_path), UsageError)
 
 
 def test_capture_of_a_gigabyte(tmp_path: Path) -> None:

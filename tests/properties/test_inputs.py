@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from doctor.cli.app import app
-from doctor.cli.config import config_defaults
+from doctor.cli.config import load_config
 from doctor.core.errors import UsageError
 from doctor.nodes.inventory import parse_hostfile_text, parse_hosts_arg, slurm_entries
 from tests.properties.counting import counted
@@ -91,7 +91,7 @@ def test_slurm_nodelist(nodelist: str, tasks: str | None) -> None:
 def test_config(tmp_path: Path, data: bytes, name: str) -> None:
     (tmp_path / name).write_bytes(data)
     try:
-        defaults = config_defaults(typer.main.get_command(app), tmp_path)
-        assert defaults is None or isinstance(defaults, dict)
+        config = load_config(tmp_path)
+        assert config is None or isinstance(config.defaults(typer.main.get_command(app)), dict)
     except UsageError as exc:
         one_line(exc)
