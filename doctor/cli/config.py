@@ -4,7 +4,9 @@
 Keys are long option names without the dashes (``fail-on``, ``select``, ``deadline``). Top-level
 keys apply to every command that has that option; a table named after a command
 (``[preflight]``, or ``[checks.list]``) applies to that command only and wins over the top level.
-The file only changes defaults, so a flag on the command line always wins over it.
+The file only changes defaults, so a flag on the command line always wins over it. Its
+``[thresholds]`` table is not an option: it overrides the shipped thresholds checks judge by
+(doctor/judge/thresholds.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from doctor.core.files import read_bounded
 CONFIG_NAME = "doctor.toml"
 MAX_CONFIG = 1 << 20  # bytes
 PYPROJECT_TABLE = "cluster-doctor"
+THRESHOLDS = "thresholds"
 
 
 def find_config(folder: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -122,9 +125,18 @@ def _unknown_keys(command: Command, table: dict[str, Any]) -> list[str]:
 
 
 def config_defaults(command: Command, folder: Path) -> dict[str, Any] | None:
-    """click's default_map for ``command`` from doctor.toml / pyproject.toml in ``folder``."""
+    """click's default_map for ``command`` from doctor.toml / pyproject.toml in ``folder``; its
+    [thresholds] table, if any, is applied to the thresholds (and none left from a file read
+    before)."""
+    from doctor.judge.thresholds import set_overrides
+
     found = find_config(folder)
     if found is None:
+        set_overrides({}, "")
         return None
     path, table = found
-    return default_map(command, table, path)
+    limits = table.get(THRESHOLDS, {})
+    if not isinstance(limits, dict):
+        raise UsageError(f"{path}: [{THRESHOLDS}] is not a table")
+    set_overrides(limits, str(path))
+    return default_map(command, {k: v for k, v in table.items() if k != THRESHOLDS}, path)

@@ -6,13 +6,14 @@ error line, one line in DESCRIPTIONS.
 
 from __future__ import annotations
 
-from doctor.paste import amd, env, mpi, nccl, net, nvidia, rdma
+from doctor.paste import amd, env, host, mpi, nccl, net, nvidia, rdma
 from doctor.paste.kind import Kind
 
 # Most specific first: an NCCL log line is tried before the looser shapes (`NAME=value`).
 KINDS: list[Kind] = [
     *amd.AMD_KINDS,  # before nvidia-smi topo -m: rocm-smi's GPU0 GPU1 ... header is not one
     *nvidia.NVIDIA_KINDS,
+    *host.HOST_KINDS,  # after nvidia-smi's: a kernel log's "NVRM: Xid" lines are its own
     *nccl.NCCL_KINDS,
     *mpi.MPI_KINDS,
     *net.NET_KINDS,
@@ -26,6 +27,7 @@ DESCRIPTIONS: dict[str, str] = {
     **mpi.DESCRIPTIONS,
     **net.DESCRIPTIONS,
     **rdma.DESCRIPTIONS,
+    **host.DESCRIPTIONS,
     **env.DESCRIPTIONS,
 }
 
