@@ -49,16 +49,23 @@ def inventory(cluster: ClusterFacts) -> Iterator[Finding]:
         cpus = _cpus(f)
         return cpus if isinstance(cpus, Missing) else f"{cpus.count} x {cpus.model}"
 
-    need_drift(cluster, "a CPU inventory", (model, "0 x ?"))
-    yield from drift_findings(
-        cluster,
-        model,
-        code="host.cpu.drift",
-        what="CPUs",
-        severity=Severity.WARN,
-        fix=Fix("Check the node's BIOS (SMT, cores disabled) and its hardware against the others."),
-    )
     totals = {n: t for n, f in cluster.nodes.items() if (t := _memory_total(f))}
+    try:
+        need_drift(cluster, "a CPU inventory", (model, "0 x ?"))
+        cpus = True
+    except Skip:
+        if len(totals) < 2:  # neither can be compared
+            raise
+        cpus = False  # a pasted `free` shows memory, not CPUs
+    if cpus:
+        yield from drift_findings(
+            cluster,
+            model,
+            code="host.cpu.drift",
+            what="CPUs",
+            severity=Severity.WARN,
+            fix=Fix("Check the node's BIOS (SMT, cores disabled) and hardware against the others."),
+        )
     if len(totals) < 2:
         return
     median = statistics.median(totals.values())

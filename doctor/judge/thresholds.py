@@ -174,9 +174,8 @@ def described(name: str, profile: str | None = None) -> str:
     """'host.disk_free_pct = 5 % (absolute)', for a finding's evidence."""
     row = BY_NAME[name]
     value = threshold(name, profile)
-    shown = f"{value:g}" + ("" if row.unit in ("count", "x") else " ") + row.unit
     where = ", doctor.toml" if overridden(name) else ""
-    return f"{name} = {shown.strip()} ({row.kind}{where})"
+    return f"{name} = {value:g} {row.unit} ({row.kind}{where})"
 
 
 def set_overrides(table: Mapping[str, Any], source: str) -> None:

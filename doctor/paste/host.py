@@ -64,7 +64,8 @@ HOST_KINDS: list[Kind] = [
         matcher(r"\s*Filesystem\s+(?:Type\s+)?(?:Size|\d+[KMG]?-blocks|Inodes)\b"),
         _slot(DF, ["df"], "pasted df"),
     ),
-    Kind("free", matcher(r"\s+total\s+used\s+free\s+"), _slot(FREE, ["free"], "pasted free")),
+    # (Its header is indented; a paste may lose the margin: unindent.)
+    Kind("free", matcher(r"\s*total\s+used\s+free\s+"), _slot(FREE, ["free"], "pasted free")),
     Kind(
         "/proc/meminfo",
         matcher(r"MemTotal:\s+\d+\s+kB"),

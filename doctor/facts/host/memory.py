@@ -52,27 +52,34 @@ def human(cell: str, unit: int = 1) -> int | None:
     return int(number * (1024 ** _POWER[letter] if letter else unit))
 
 
-_FREE_UNITS = {"-b": 1, "-k": KIB, "-m": KIB**2, "-g": KIB**3}
+def _plain_unit(total: str) -> int:
+    """The unit of `free`'s bare numbers, which its output does not name: KiB plain, MiB with -m,
+    GiB with -g. A training node has 4 GiB of memory or more, so a total under 4 Mi (KiB) is
+    MiB from 2048 up, GiB below."""
+    try:
+        value = float(total)
+    except ValueError:
+        return KIB
+    if value >= 4 * KIB * KIB:
+        return KIB
+    return KIB**2 if value >= 2048 else KIB**3
 
 
 def parse_free(text: str) -> Memory | None:
     """`free` in any of its units: the Mem: and Swap: rows under the header."""
     header: list[str] = []
-    mem: dict[str, int | None] = {}
-    swap: dict[str, int | None] = {}
-    unit = KIB
+    rows: dict[str, list[str]] = {}
     for line in text.splitlines():
         words = line.split()
-        if not words:
-            continue
-        if words[0] == "total":
+        if words and words[0] == "total":
             header = words
-            continue
-        if words[0] in ("Mem:", "Swap:") and header:
-            row = dict(zip(header, (human(w, unit) for w in words[1:]), strict=False))
-            (mem if words[0] == "Mem:" else swap).update(row)
-        elif words[0] in _FREE_UNITS:
-            unit = _FREE_UNITS[words[0]]
+        elif words and words[0] in ("Mem:", "Swap:") and header:
+            rows[words[0]] = words[1:]
+    if "Mem:" not in rows:
+        return None
+    unit = _plain_unit(rows["Mem:"][0])
+    mem = dict(zip(header, (human(w, unit) for w in rows["Mem:"]), strict=False))
+    swap = dict(zip(header, (human(w, unit) for w in rows.get("Swap:", [])), strict=False))
     total = mem.get("total")
     if total is None:
         return None
