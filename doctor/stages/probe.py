@@ -1377,7 +1377,7 @@ def _slurm_node(p, daemons):
 
 
 def collect_host(p):
-    for path in ("/proc/meminfo", "/proc/loadavg", "/proc/swaps", "/proc/pressure/memory"):
+    for path in ("/proc/meminfo", "/proc/loadavg", "/proc/swaps"):
         p.read(path)
     timeout = float(p.spec.get("path_timeout") or PATH_TIMEOUT)
     paths, network = host_paths(p)

@@ -183,8 +183,10 @@ def _simple(kind: str, severity: str = "", subject: str = "", named: str = "") -
 
 
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
-PATTERNS: tuple[tuple[str, re.Pattern[str], Build], ...] = tuple(
-    (kind, re.compile(regex), build)
+# (kind, regex, build). Kept as source: re compiles each the first time a line reaches it and
+# keeps it (its own cache), so a command that reads no kernel log pays nothing for them.
+PATTERNS: tuple[tuple[str, str, Build], ...] = tuple(
+    (kind, regex, build)
     for kind, regex, build in (
         (
             "sxid",
@@ -348,7 +350,7 @@ def event_of(line: KernelLine) -> KernelEvent | None:
     """The event one kernel line reports, or None."""
     text = line.text
     for _kind, pattern, build in PATTERNS:
-        m = pattern.search(text)
+        m = re.search(pattern, text)
         if m:
             event = build(m, text)
             if event is None:
