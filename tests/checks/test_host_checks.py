@@ -4,10 +4,12 @@ full disk, a hot sensor, a drained node, a faulty kernel log and a node that str
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from builders import run_cli
 
 from doctor.core.capture import Capture
 from doctor.core.errors import UsageError
@@ -177,3 +179,41 @@ def test_a_node_with_a_missing_dimm_stands_out() -> None:
     assert found[0].data["threshold"] == "relative"
     same = [_with_memory(f"gpu{i}", 2048 * GIB - i * (64 << 20)) for i in range(1, 5)]
     assert not [f for f in findings(*same) if f.code == "host.memory.drift"]
+
+
+def test_thresholds_come_from_doctor_toml_through_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    paste = tmp_path / "gpu1.txt"
+    paste.write_text((FIXTURES / "written-df-wrapped.txt").read_text())
+    argv = ["analyze", str(paste), "--select", "host.disk", "-f", "json"]
+    rc, out, _ = run_cli(argv, capsys)
+    assert {f["data"]["path"] for f in json.loads(out)["findings"]} == {"/", "/home"}
+    (tmp_path / "doctor.toml").write_text("[thresholds.host]\ndisk_free_pct = 2\n")
+    rc, out, _ = run_cli(argv, capsys)
+    (finding,) = json.loads(out)["findings"]
+    assert finding["data"]["path"] == "/home" and rc == 1
+    (tmp_path / "doctor.toml").write_text('[thresholds]\n"host.disk_free" = 2\n')
+    rc, _, err = run_cli(argv, capsys)
+    assert rc == 2 and "unknown threshold 'host.disk_free'" in err
+
+
+def _gpu_node(daemons: dict[str, tuple[int, ...]], toolkit: tuple[str, ...]) -> NodeFacts:
+    facts = node("gpu1", "captured-free.txt")
+    host = facts.host
+    assert isinstance(host, HostFacts)
+    host = dataclasses.replace(host, daemons=daemons, toolkit=toolkit)
+    return dataclasses.replace(facts, host=host, pci=[fk.gpu()])
+
+
+def test_a_container_runtime_without_the_nvidia_toolkit() -> None:
+    none = {"dockerd": (812,), "nvidia-persistenced": (9,)}
+    found = findings(_gpu_node(none, ()))
+    assert codes(found) == {"host.services.container_toolkit"}
+    assert found[0].fix is not None
+    assert found[0].fix.commands[-1] == "sudo nvidia-ctk runtime configure --runtime=docker"
+    assert codes(findings(_gpu_node(none, ("nvidia-ctk",)))) == set()
+    outcomes = run_checks(load_checks(["host"]), fk.cluster(node("cpu1", "captured-free.txt")))
+    (services,) = [o for o in outcomes if o.check == "host.services"]
+    assert services.status is Status.SKIP and "no NVIDIA GPU" in services.reason
