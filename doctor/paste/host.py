@@ -20,10 +20,11 @@ from doctor.paste.kind import Kind, command, matcher
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
-# A line in a kernel log's coat: dmesg's stamps (plain, -d, -T, -H, -r, -x), a journal or syslog
-# line of the kernel's, dmesg --time-format iso's comma.
+# A line in a kernel log's coat: dmesg's stamps (plain, -d, -T, -H, -r, -x: seconds since boot,
+# never the ten digits of a Unix time), a journal or syslog line of the kernel's, dmesg
+# --time-format iso's comma.
 _KERNEL_LINE = re.compile(
-    r"^\s*(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,6}\s*:\s*)?\[\s*(?:\+?\d+\.\d+|"
+    r"^\s*(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,6}\s*:\s*)?\[\s*(?:\+?\d{1,9}\.\d+|"
     rf"{_DAY}\s+{_MONTH}\s+\d{{1,2}}\s+\d\d:\d\d:\d\d\s+\d{{4}}|{_MONTH}\d{{1,2}}\s+\d\d:\d\d)\]"
     rf"|^\s*(?:{_MONTH}\s+\d{{1,2}}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{{4}}-\d\d-\d\dT\S+)\s+\S+\s+kernel:"
     r"|^\s*\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d\s"

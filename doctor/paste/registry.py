@@ -13,9 +13,9 @@ from doctor.paste.kind import Kind
 KINDS: list[Kind] = [
     *amd.AMD_KINDS,  # before nvidia-smi topo -m: rocm-smi's GPU0 GPU1 ... header is not one
     *nvidia.NVIDIA_KINDS,
-    *host.HOST_KINDS,  # after nvidia-smi's: a kernel log's "NVRM: Xid" lines are its own
     *nccl.NCCL_KINDS,
     *mpi.MPI_KINDS,
+    *host.HOST_KINDS,  # after NCCL's: a job's log stamped "[1732000000.104]" is not dmesg
     *net.NET_KINDS,
     *rdma.RDMA_KINDS,
     *env.ENV_KINDS,
