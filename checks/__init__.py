@@ -15,6 +15,8 @@ PLUGINS = (
     "gpu_count",
     "gpu_health",
     "hang",
+    "host",
+    "kernel",
     "mesh",
     "nccl",
     "nccl_log",

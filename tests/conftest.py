@@ -7,12 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
 
+from doctor.pipeline.request import SINCE_ENV
 from doctor.stages.collect import probe_argv, probe_source
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,6 +37,14 @@ settings.register_profile("shared-machine", deadline=None)
 settings.load_profile("shared-machine")
 
 
+@pytest.fixture(autouse=True)
+def kernel_log_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every doctor a test starts judges only the kernel log lines printed since the test began:
+    a line written to /dev/kmsg stays until reboot, so a test that plants one (or a real
+    machine's past) must not reach the next test, nor a run of the suite tomorrow."""
+    monkeypatch.setenv(SINCE_ENV, f"@{time.time():.6f}")
+
+
 def run_probe(
     spec: dict[str, Any] | None = None,
     *,
@@ -45,7 +55,8 @@ def run_probe(
     timeout: float = 60,
 ) -> dict[str, Any]:
     """Run the real probe the way nodes run it: its source on the stdin of ``python``."""
-    spec = {"deadline": 20.0, **(spec or {})}
+    # The kernel log's window starts now, as for every doctor a test starts (kernel_log_window).
+    spec = {"deadline": 20.0, "since": time.time(), **(spec or {})}
     interpreter, *rest = probe_argv(python, spec)
     proc = subprocess.run(
         [*(prefix or []), interpreter, *flags, *rest],

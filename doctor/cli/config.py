@@ -4,7 +4,9 @@ directory, else the ``[tool.cluster-doctor]`` table of ``pyproject.toml`` there.
 Keys are long option names without the dashes (``fail-on``, ``select``, ``deadline``). Top-level
 keys apply to every command that has that option; a table named after a command
 (``[preflight]``, or ``[checks.list]``) applies to that command only and wins over the top level.
-The file only changes defaults, so a flag on the command line always wins over it.
+The file only changes defaults, so a flag on the command line always wins over it. Its
+``[thresholds]`` table is not an option: it overrides the shipped thresholds checks judge by
+(doctor/judge/thresholds.py).
 
 A file found in the working directory may be someone else's (a project folder on a shared
 filesystem, often group-writable): the settings that run a program, choose how nodes are reached,
@@ -29,6 +31,7 @@ from doctor.core.files import read_bounded
 CONFIG_NAME = "doctor.toml"
 MAX_CONFIG = 1 << 20  # bytes
 PYPROJECT_TABLE = "cluster-doctor"
+THRESHOLDS = "thresholds"
 
 # Settings a file found in the working directory gives only when it is trusted, and why.
 RUNS = "runs a program"
@@ -68,7 +71,17 @@ class Config:
 
     def defaults(self, root: Any) -> dict[str, Any]:
         """click's default_map for the command tree under ``root`` (default_map below)."""
-        return default_map(root, self.table, self.path)
+        return default_map(
+            root, {k: v for k, v in self.table.items() if k != THRESHOLDS}, self.path
+        )
+
+    @property
+    def thresholds(self) -> dict[str, Any]:
+        """The file's [thresholds] table (doctor/judge/thresholds.py reads it)."""
+        limits = self.table.get(THRESHOLDS, {})
+        if not isinstance(limits, dict):
+            raise UsageError(f"{self.path}: [{THRESHOLDS}] is not a table")
+        return limits
 
     def notice(self) -> list[str]:
         """What every run says about the file on stderr."""

@@ -84,6 +84,7 @@ def _run_app(args: list[str], explicit: Path | None) -> int:
     from doctor.cli.app import app
     from doctor.cli.config import load_config
     from doctor.core.printable import say
+    from doctor.judge.thresholds import set_overrides
 
     config = load_config(Path.cwd(), explicit)
     defaults = None
@@ -91,6 +92,8 @@ def _run_app(args: list[str], explicit: Path | None) -> int:
         for line in config.notice():
             say(line)
         defaults = config.defaults(typer.main.get_command(app))
+    # The thresholds in effect: the file's, or none left from a file an earlier run here read.
+    set_overrides(config.thresholds if config else {}, str(config.path) if config else "")
     rv = app(args=args, prog_name="doctor", standalone_mode=False, default_map=defaults)
     return rv if isinstance(rv, int) else EXIT_OK
 

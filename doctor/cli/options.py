@@ -53,7 +53,9 @@ def options(command: Callable[..., R]) -> Callable[..., R]:
             if found is None:
                 continue  # a setting some command fills in itself, not a flag
             base, flag = found
-            option = typer.Option(*flag.decls, help=flag.help, min=flag.min, max=flag.max)
+            option = typer.Option(
+                *flag.decls, help=flag.help, min=flag.min, max=flag.max, envvar=flag.envvar
+            )
             parameters.append(
                 inspect.Parameter(
                     field.name,

@@ -16,7 +16,14 @@ class Flag:
     help: str
     min: float | None = None
     max: float | None = None
+    envvar: str | None = None  # the environment variable that gives its default, if any
 
 
-def flag(*decls: str, help: str, min: float | None = None, max: float | None = None) -> Flag:
-    return Flag(decls, help, min, max)
+def flag(
+    *decls: str,
+    help: str,
+    min: float | None = None,
+    max: float | None = None,
+    envvar: str | None = None,
+) -> Flag:
+    return Flag(decls, help, min, max, envvar)

@@ -13,6 +13,8 @@ from doctor.facts.amd.sysfs import parse_amd
 from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
 from doctor.facts.gpu import GpuFacts
 from doctor.facts.gpu_vendors import parse_gpus
+from doctor.facts.host.host import HostFacts, parse_host
+from doctor.facts.kernel.log import KernelLogFacts, parse_kernel
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.mpi import MpiFacts, parse_mpi
 from doctor.facts.nccl.libraries import NcclFacts, parse_nccl
@@ -52,6 +54,8 @@ class NodeFacts:
     amd: AmdFacts | Missing
     mpi: MpiFacts | Missing
     frameworks: FrameworkFacts | Missing
+    kernel: KernelLogFacts | Missing
+    host: HostFacts | Missing
     # Derived, not parsed: what NCCL, Gloo and Open MPI will use here and what to set, on the
     # interfaces every peer reached over TCP when the reachability stage ran.
     nic: NicPlan | Missing = NOT_DERIVED
@@ -92,6 +96,8 @@ PARSERS: dict[str, Callable[[Capture], Any]] = {
     "rdma": parse_rdma,
     "topo": parse_topo,
     "peers": parse_peers,
+    "kernel": parse_kernel,
+    "host": parse_host,
 }
 # The areas a check can name in ``needs``.
 FACT_AREAS: tuple[str, ...] = tuple(PARSERS)

@@ -10,11 +10,9 @@ per node. Nothing is parsed here: the text goes where the probe would have put i
 from __future__ import annotations
 
 import re
-import zlib
 from typing import Any
 
 from doctor.facts.nvidia.driver import NVCC, PROC_VERSION
-from doctor.facts.nvidia.gpu_host import XID_ARGV, XID_SLOT
 from doctor.facts.nvidia.gpus import CSV_FIELDS
 from doctor.facts.nvidia.smi import CSV, QUERY, TABLE, XML, XML_ARGV
 from doctor.facts.nvidia.smi_tree import LOG_TITLE
@@ -26,7 +24,6 @@ _TABLE = re.compile(r"NVIDIA-SMI\s+\d")
 _XML = re.compile(r"<nvidia_smi_log\b")  # the DOCTYPE line before it is left as junk
 _NVRM = re.compile(r"NVRM version:")
 _NVCC = re.compile(r"nvcc: NVIDIA \(R\) Cuda compiler", re.I)
-_XID = re.compile(r"NVRM: Xid\b")
 _CSV_CELL = re.compile(r"^\s*([\w.]+)\s*(?:\[\w+\])?\s*$")
 
 
@@ -97,12 +94,6 @@ NVIDIA_KINDS: list[Kind] = [
         lambda text: _command("nvidia-smi:topo", ("nvidia-smi", "topo", "-m"), text),
     ),
     Kind("nvidia-smi nvlink", lambda line: GPU_HEADER.match(line) is not None, _nvlink),
-    Kind(
-        "kernel log (NVIDIA Xid)",
-        lambda line: _XID.search(line) is not None,
-        # Every Xid line opens a segment: each gets its own slot, the facts read them all.
-        lambda text: _command(f"{XID_SLOT}:{zlib.crc32(text.encode()):08x}", XID_ARGV, text),
-    ),
 ]
 
 DESCRIPTIONS = {
@@ -115,5 +106,4 @@ DESCRIPTIONS = {
     "nvidia-smi topo -m": "the GPU/NIC topology matrix",
     "nvidia-smi nvlink": "`nvidia-smi nvlink -s` / `-e`: each GPU's NVLinks, active or not, and "
     "their replay, recovery and CRC error counters",
-    "kernel log (NVIDIA Xid)": "NVRM: Xid lines of dmesg or the journal",
 }

@@ -6,7 +6,7 @@ error line, one line in DESCRIPTIONS.
 
 from __future__ import annotations
 
-from doctor.paste import amd, env, mpi, nccl, net, nvidia, rdma
+from doctor.paste import amd, env, host, mpi, nccl, net, nvidia, rdma
 from doctor.paste.kind import Kind
 
 # Most specific first: an NCCL log line is tried before the looser shapes (`NAME=value`).
@@ -15,6 +15,7 @@ KINDS: list[Kind] = [
     *nvidia.NVIDIA_KINDS,
     *nccl.NCCL_KINDS,
     *mpi.MPI_KINDS,
+    *host.HOST_KINDS,  # after NCCL's: a job's log stamped "[1732000000.104]" is not dmesg
     *net.NET_KINDS,
     *rdma.RDMA_KINDS,
     *env.ENV_KINDS,
@@ -26,6 +27,7 @@ DESCRIPTIONS: dict[str, str] = {
     **mpi.DESCRIPTIONS,
     **net.DESCRIPTIONS,
     **rdma.DESCRIPTIONS,
+    **host.DESCRIPTIONS,
     **env.DESCRIPTIONS,
 }
 

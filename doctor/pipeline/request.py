@@ -10,6 +10,7 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -60,6 +61,34 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
+SINCE_ENV = "CLUSTER_DOCTOR_SINCE"
+_AGO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, now: float) -> float | None:
+    """--since: "boot" (None: the whole log of this boot), "@EPOCH", an age ("2h", "30m", "1d")
+    or a local date and time ("2026-11-29 06:30", "2026-11-29T06:30:00") → seconds since the
+    epoch."""
+    value = text.strip()
+    if value.lower() in ("", "boot"):
+        return None
+    if value.startswith("@"):
+        try:
+            return float(value[1:])
+        except ValueError:
+            pass
+    ago = _AGO.match(value.lower())
+    if ago:
+        return now - float(ago.group(1)) * _SECONDS[ago.group(2)]
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise UsageError(
+            f"--since: {text!r} is not boot, @EPOCH, an age (30m, 2h, 1d) or a date and time"
+        ) from None
+
+
 @dataclass(frozen=True)
 class ProbeSettings:
     torch: Annotated[
@@ -71,6 +100,36 @@ class ProbeSettings:
     deadline: Annotated[
         float, flag("--deadline", min=1.0, help="Seconds the probe may take on a node.")
     ] = 20.0
+    since: Annotated[
+        str,
+        flag(
+            "--since",
+            help="The kernel log's window: boot (all of this boot), an age (30m, 2h, 1d), "
+            "@EPOCH or a date and time; lines before it are not judged.",
+            envvar=SINCE_ENV,
+        ),
+    ] = "boot"
+    paths: Annotated[
+        list[str] | None,
+        flag(
+            "--path",
+            help="A folder jobs write to (checkpoints, a dataset cache): its space and inodes "
+            "are judged and it must answer and be writable (repeatable).",
+        ),
+    ] = None
+    mounts: Annotated[
+        list[str] | None,
+        flag(
+            "--mount",
+            help="A mount point every node must have, answering and writable (repeatable).",
+        ),
+    ] = None
+
+    def __post_init__(self) -> None:
+        parse_since(self.since, 0.0)  # a bad value is a usage error before any node is probed
+        for path in [*(self.paths or []), *(self.mounts or [])]:
+            if not path.startswith("/"):
+                raise UsageError(f"--path/--mount: {path!r} is not an absolute path")
 
 
 @dataclass(frozen=True)

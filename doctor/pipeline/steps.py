@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +33,7 @@ from doctor.facts.network.reach import Reachability
 from doctor.facts.node import NodeFacts, parse_node
 from doctor.judge.report import Report
 from doctor.judge.runner import run_checks
+from doctor.judge.thresholds import threshold
 from doctor.nic.choice import NicPlan
 from doctor.nic.plan import cluster_recommendation, with_plans, would_change
 from doctor.nic.section import nccl_used, nics_section
@@ -41,7 +43,7 @@ from doctor.nodes.transport import BatchTransport, Transport
 from doctor.nodes.transport.exec import ExecTransport
 from doctor.nodes.transport.launchers import launcher_for
 from doctor.pipeline.baseline import load_baseline
-from doctor.pipeline.request import AllreduceSettings, Request
+from doctor.pipeline.request import AllreduceSettings, Request, parse_since
 from doctor.stages.collect import gather
 from doctor.stages.mesh import run_mesh
 from doctor.stages.pairs import Sampling
@@ -101,6 +103,11 @@ def probe_spec(request: Request, resolve: list[str]) -> dict[str, Any]:
         "torch": request.probe.torch,
         "files": sorted(files),
         "commands": commands,
+        "since": parse_since(request.probe.since, time.time()),
+        "paths": list(request.probe.paths or []),
+        "mounts": list(request.probe.mounts or []),
+        "path_timeout": threshold("host.path_timeout_s"),
+        "dstate_seconds": threshold("host.dstate_seconds"),
     }
     if resolve:
         out["resolve"] = resolve

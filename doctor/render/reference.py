@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from doctor.judge.thresholds import THRESHOLDS
 from doctor.plugin import CheckSpec
 
 REGENERATE = "CLUSTER_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 doctor checks reference > docs/checks.md"
@@ -31,6 +32,7 @@ def render_reference(specs: Iterable[CheckSpec]) -> str:
     ]
     lines += [f"| [`{s.id}`](#{_anchor(s.id)}) | {s.scope} | {s.title} |" for s in specs]
     lines.append("")
+    lines += _thresholds()
     for s in specs:
         lines += [f"## {s.id}", "", f"{s.title}.", ""]
         lines.append(f"- scope: {'one node at a time' if s.scope == 'node' else 'cluster-wide'}")
@@ -48,6 +50,28 @@ def render_reference(specs: Iterable[CheckSpec]) -> str:
             if fix.commands:
                 lines += ["```sh", *fix.commands, "```", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _thresholds() -> list[str]:
+    """The shipped thresholds (doctor/judge/thresholds.py): default, kind and source of each."""
+    lines = [
+        "## Thresholds",
+        "",
+        "The numbers checks judge by. An absolute threshold holds each node to a limit; a "
+        "relative one to how far it may stray from the other nodes. Override any in doctor.toml "
+        '(`[thresholds.host]` then `disk_free_pct = 10`, or `"host.disk_free_pct" = 10` under '
+        "`[thresholds]`); a finding names the threshold it crossed and where its value came "
+        "from.",
+        "",
+        "| Threshold | Default | Kind | Meaning | Source of the default |",
+        "|---|---|---|---|---|",
+    ]
+    for t in THRESHOLDS:
+        default = f"{t.default:g} {t.unit}".strip()
+        if t.profiles:
+            default += " (" + ", ".join(f"{p}: {v:g}" for p, v in t.profiles.items()) + ")"
+        lines.append(f"| `{t.name}` | {default} | {t.kind} | {t.meaning} | {t.source} |")
+    return [*lines, ""]
 
 
 def _anchor(check_id: str) -> str:

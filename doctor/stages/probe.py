@@ -927,46 +927,466 @@ def collect_nvidia(p):
         p.run("nvidia-smi:xml", [smi, "-q", "-x"])
 
 
-def _kernel_xid(p):
-    """The NVIDIA Xid lines of the kernel log, where this user may read it (dmesg_restrict)."""
-    restrict = (p.read("/proc/sys/kernel/dmesg_restrict") or "").strip()
-    if restrict == "1" and os.geteuid() != 0:
-        p.commands["kernel:xid"] = dict(
-            argv=["dmesg"], **_error("unreadable", "kernel.dmesg_restrict=1 and not root")
-        )
-        return
-    if not which("dmesg"):
-        p.commands["kernel:xid"] = dict(argv=["dmesg"], **_error("absent", "dmesg not on PATH"))
-        return
-    entry = p.run("kernel:xid", ["dmesg"])
-    if "stdout" in entry:  # keep only the driver's error reports: the rest is not ours to ship
-        lines = [line for line in entry["stdout"].splitlines() if "NVRM: Xid" in line]
-        entry["stdout"] = "\n".join(lines[-500:])
-
-
 def _fabric_manager():
     """Pids of nv-fabricmanager (NVSwitch systems need it running before CUDA can start)."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open("/proc/%s/comm" % pid) as handle:
-                    if handle.read().strip() == "nv-fabricmanager":
-                        pids.append(int(pid))
-            except OSError:
-                continue
-    return pids
+    return _daemons(_process_table(), ("nv-fabricmanager",))["nv-fabricmanager"]
 
 
 def collect_nvidia_host(p):
-    """The CUDA toolkit's nvcc; Xid events and the fabric manager where NVIDIA hardware is."""
+    """The CUDA toolkit's nvcc; the fabric manager where NVIDIA hardware is (Xid events are
+    read with the rest of the kernel log: collect_kernel)."""
     nvcc = which("nvcc")
     if nvcc:
         p.run("nvcc", [nvcc, "--version"])
     if not _nvidia_present(p):
         return
-    _kernel_xid(p)
     p.value("nvidia:fabricmanager", _fabric_manager)
+
+
+# -- the kernel log: one reader for every event the checks look for -------------------------
+KERNEL_LOG = "kernel:log"
+KMSG = "/dev/kmsg"
+MAX_KMSG_RECORDS = 1000000  # far above a 16 MiB ring buffer's records; a bound, not a limit
+MAX_KERNEL_LINES = 4000  # the latest matching lines that leave the node
+JOURNAL_LINES = "100000"
+# Every event doctor/facts/kernel/events.py reads holds one of these words (any case): only such
+# lines leave the node. tests/facts/test_kernel_log.py keeps the two in step.
+KERNEL_WORDS = (
+    "xid",
+    "lockup",
+    "blocked for more than",
+    "stall",
+    "panic",
+    "oops",
+    "bug:",
+    "bug at",
+    "protection fault",
+    "out of memory",
+    "killed process",
+    "kill process",
+    "health",
+    "fatal",
+    "unrecoverable",
+    "timeout",
+    "insufficient power",
+    "temperature",
+    "module event",
+    "admin cmd",
+    "admin queue",
+    "reset indication",
+    "isn't ready",
+    "failed to process command",
+    "machine check",
+    "hardware error",
+    "edac",
+    "memory failure",
+    "aer",
+    "pcie bus error",
+    "not responding",
+    "server ",
+    "stale",
+    "fileid changed",
+)
+
+
+def _kernel_matches(text):
+    """The lines of ``text`` that hold a kernel word, in order. str.find over the lowered text
+    per word: a case-insensitive regex alternation of the words took 50 ms over a 2,000-line
+    log, this takes 2."""
+    lowered = text.lower()
+    starts = set()
+    for word in KERNEL_WORDS:
+        at = lowered.find(word)
+        while at >= 0:
+            start = lowered.rfind("\n", 0, at) + 1
+            starts.add(start)
+            end = lowered.find("\n", at)
+            at = lowered.find(word, len(lowered) if end < 0 else end)
+    found = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        found.append(text[start : len(text) if end < 0 else end])
+    return found
+
+
+def _kmsg_records(since_usec):
+    """(usec, text) of every /dev/kmsg record at or after ``since_usec``, oldest first. Each
+    read returns one record, "prio,seq,usec,flags;text", its dictionary lines after it."""
+    fd = os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK)
+    out, count = [], 0
+    try:
+        while count < MAX_KMSG_RECORDS:
+            try:
+                record = os.read(fd, 16384)
+            except BlockingIOError:  # EAGAIN: the end of the buffer
+                break
+            except BrokenPipeError:  # EPIPE: overwritten while we read; the next one follows
+                continue
+            if not record:
+                break
+            count += 1
+            head, _, body = record.partition(b";")
+            fields = head.split(b",")
+            try:
+                usec = int(fields[2])
+            except (IndexError, ValueError):
+                continue
+            if since_usec is None or usec >= since_usec:
+                text = body.split(b"\n", 1)[0].decode("utf-8", "replace")
+                out.append((usec, text))
+    finally:
+        os.close(fd)
+    return out, count
+
+
+def _kernel_from_kmsg(since_usec):
+    records, count = _kmsg_records(since_usec)
+    # A message with an embedded line end comes escaped ("\x0a"): dmesg prints it as lines.
+    text = "\n".join(
+        "[%5d.%06d] %s" % (usec // 1000000, usec % 1000000, line)
+        for usec, body in records
+        for line in body.replace("\\x0a", "\n").split("\n")
+    )
+    return {"source": KMSG, "read": count, "in_window": len(records)}, text
+
+
+def _kernel_from_journal(p, since_usec):
+    """journalctl -k of this boot (its monotonic stamps, the window applied here)."""
+    argv = ["journalctl", "-k", "-b", "-q", "--no-pager", "-o", "short-monotonic"]
+    entry = p.run(KERNEL_LOG + ":journal", [*argv, "-n", JOURNAL_LINES])
+    out = entry.pop("stdout", "")  # only the matching lines are kept, below
+    if "rc" not in entry:
+        raise LookupError("journalctl -k: %s" % entry["error"]["detail"])
+    if entry["rc"] != 0 or not out.strip():
+        why = (entry.get("stderr") or "").strip().splitlines()
+        raise LookupError(
+            "journalctl -k: %s" % (why[-1] if why else "no kernel messages of this boot")
+        )
+    lines = out.splitlines()
+    if since_usec is not None:
+        lines = [line for line in lines if _journal_usec(line, since_usec) >= since_usec]
+    return {"source": "journalctl -k", "read": len(out.splitlines()), "in_window": len(lines)}, (
+        "\n".join(lines)
+    )
+
+
+def _journal_usec(line, default):
+    """The monotonic stamp of a short-monotonic line ("[  12.345678] host kernel: ...")."""
+    head = line[1 : line.find("]")] if line.startswith("[") else ""
+    try:
+        return int(float(head.strip()) * 1000000)
+    except ValueError:
+        return default
+
+
+def read_kernel_log(p):
+    """The kernel log's lines that hold a kernel word, within the window: /dev/kmsg, else the
+    journal, else LookupError with why neither could be read (dmesg_restrict, no journal)."""
+    since = p.spec.get("since")
+    # The printk clock is CLOCK_MONOTONIC's: a wall-clock start maps onto it through now.
+    since_usec = None
+    if since is not None:
+        since_usec = int((float(since) - (time.time() - time.monotonic())) * 1000000)
+    try:
+        head, text = _kernel_from_kmsg(since_usec)
+    except OSError as exc:
+        restrict = (p.read("/proc/sys/kernel/dmesg_restrict") or "").strip()
+        why = "%s: %s" % (KMSG, exc.strerror or exc)
+        if restrict == "1" and isinstance(exc, PermissionError):
+            why += " (kernel.dmesg_restrict=1: reading it needs root or CAP_SYSLOG)"
+        if not which("journalctl"):
+            raise LookupError(why + "; journalctl is not on PATH") from None
+        try:
+            head, text = _kernel_from_journal(p, since_usec)
+        except LookupError as journal:
+            raise LookupError("%s; %s" % (why, journal)) from None
+    lines = _kernel_matches(text)
+    head.update(
+        since=since,
+        since_usec=since_usec,
+        matched=len(lines),
+        text="\n".join(lines[-MAX_KERNEL_LINES:]),
+    )
+    return head
+
+
+def collect_kernel(p):
+    p.value(KERNEL_LOG, lambda: read_kernel_log(p))
+
+
+# -- the host: disk space and mounts (in a child), memory, CPUs, processes, services -----------
+HOST_PATHS = "host:paths"
+PATH_TIMEOUT = 3.0
+# statvfs and access(W_OK) of a path, as one JSON-able answer: run in this process for a path
+# on a local filesystem, and in a child for the others (PATHS_SNIPPET), one thread per path.
+ANSWER_SOURCE = r"""
+def answer(path):
+    out = {"path": path}
+    try:
+        st = os.statvfs(path)
+        out.update(frsize=st.f_frsize, blocks=st.f_blocks, bfree=st.f_bfree,
+                   bavail=st.f_bavail, files=st.f_files, ffree=st.f_ffree, flag=st.f_flag)
+        out["real"] = os.path.realpath(path)
+        out["writable"] = os.access(path, os.W_OK)
+    except OSError as exc:
+        out["error"] = [exc.errno, exc.strerror or str(exc)]
+    return out
+"""
+_answer_namespace = {"os": os}  # type: Dict[str, Any]
+exec(ANSWER_SOURCE, _answer_namespace)  # our own constant: one definition, two uses
+answer = _answer_namespace["answer"]
+# One JSON line per path as it answers. A path on a hung NFS server blocks its thread (and this
+# child) in the kernel: the probe stops reading at its deadline, kills the child and leaves it
+# if it cannot die yet.
+PATHS_SNIPPET = (
+    "import json, os, sys, threading\n"
+    + ANSWER_SOURCE
+    + r"""
+lock = threading.Lock()
+def one(path):
+    out = answer(path)
+    with lock:
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+threads = [threading.Thread(target=one, args=(p,)) for p in sys.argv[1:]]
+for t in threads:
+    t.daemon = True
+    t.start()
+for t in threads:
+    t.join()
+"""
+)
+# Filesystems whose statvfs and access are answered from memory: asked in this process. Any
+# other (network, FUSE, unknown) is asked in the child.
+LOCAL_FS = (
+    "tmpfs", "ramfs", "devtmpfs", "ext2", "ext3", "ext4", "xfs", "btrfs", "overlay", "zfs",
+    "f2fs", "vfat", "squashfs", "erofs",
+)  # fmt: skip
+
+
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "ceph", "glusterfs")
+MAX_NETWORK_MOUNTS = 32
+
+
+def _network_mounts(p):
+    """Mount points of network filesystems (and FUSE) in this mount namespace: each is asked
+    too, so a hung one is found whether or not anyone named it. autofs triggers are not
+    touched (asking would mount them); a user's own FUSE mounts under /run/user are not ours."""
+    out = []  # type: List[str]
+    for point, kind in _mount_types(p):
+        network = kind.split(".")[0] in NETWORK_FS or kind.startswith("fuse.")
+        if network and not point.startswith(("/run/user/", "/proc", "/sys")) and point not in out:
+            out.append(point)
+    return out[:MAX_NETWORK_MOUNTS]
+
+
+def host_paths(p):
+    """The paths whose space and answer are judged: /, /tmp, /dev/shm, $HOME, the asked ones,
+    and every network mount; and which of them are network mounts."""
+    home = os.path.expanduser("~")
+    paths = ["/", "/tmp", "/dev/shm"] + ([home] if home not in ("", "/") else [])
+    for path in list(p.spec.get("paths") or []) + list(p.spec.get("mounts") or []):
+        if isinstance(path, str) and path.startswith("/") and path not in paths:
+            paths.append(path)
+    network = [m for m in _network_mounts(p) if m not in paths]
+    return paths + network, network
+
+
+def _mount_types(p):
+    """(mount point, filesystem type) of every mount, from this namespace's mountinfo."""
+    out = []
+    for line in (p.read("/proc/self/mountinfo") or "").splitlines():
+        head, _, tail = line.partition(" - ")
+        fields, rest = head.split(), tail.split()
+        if len(fields) >= 5 and rest:
+            out.append((fields[4].replace("\\040", " "), rest[0]))
+    return out
+
+
+def _on_local_fs(path, mounts):
+    """Whether the mount a path lies on (the last of the longest mount points above it, read
+    from the path as written: resolving it could itself hang) is a local filesystem."""
+    best, kind = "", None
+    for point, fstype in mounts:
+        inside = point == "/" or path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fstype
+    return kind in LOCAL_FS
+
+
+def ask_paths(paths, network, timeout, mounts):
+    """Each path's statvfs/access answer: in this process where its filesystem is local, from
+    a child for the others, as many as came within ``timeout``."""
+    started = time.monotonic()
+    answers = [answer(path) for path in paths if _on_local_fs(path, mounts)]
+    remote = [path for path in paths if not _on_local_fs(path, mounts)]
+    hung = bool(remote) and _ask_child(remote, timeout, answers)
+    return {
+        "asked": paths,
+        "network": network,
+        "answers": list(answers),  # a copy: a hung child's reader may still be running
+        "timeout": timeout,
+        "hung": hung,
+        "seconds": round(time.monotonic() - started, 4),
+    }
+
+
+def _ask_child(paths, timeout, answers):
+    """Ask ``paths`` in a child, appending what it answers in time; True when one hung."""
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", PATHS_SNIPPET, *paths],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    def read():
+        for raw in proc.stdout or ():
+            with contextlib.suppress(ValueError):
+                answers.append(json.loads(raw.decode("utf-8", "replace")))
+
+    reader = threading.Thread(target=read)
+    reader.daemon = True
+    reader.start()
+    reader.join(timeout)
+    hung = reader.is_alive()
+    if hung:
+        # SIGKILL ends a wait on NFS or FUSE (both wait killably); a child in a wait that is not
+        # killable ends when the server answers, and is not waited for.
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        reader.join(0.2)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(0.2)
+    return hung
+
+
+def _process_table():
+    """(pid, comm, state) of every process this user can see, from /proc/<pid>/stat."""
+    table = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid, "rb") as handle:
+                stat = handle.read(512).decode("utf-8", "replace")
+        except OSError:
+            continue
+        # "pid (comm) S ...": comm may hold spaces and parentheses; the last ")" ends it.
+        close = stat.rfind(")")
+        if close > 0:
+            table.append((int(pid), stat[stat.find("(") + 1 : close], stat[close + 2 : close + 3]))
+    return table
+
+
+def _daemons(table, names):
+    """name -> pids of the processes running it (comm keeps 15 characters of a name)."""
+    return dict((name, [pid for pid, comm, _ in table if comm == name[:15]]) for name in names)
+
+
+DAEMONS = (
+    "nvidia-persistenced",
+    "nv-fabricmanager",
+    "nv-hostengine",
+    "dockerd",
+    "containerd",
+    "crio",
+    "podman",
+    "slurmd",
+)
+
+
+def _stuck(first, wait):
+    """The processes in uninterruptible sleep (D) at two looks ``wait`` seconds apart."""
+    seen = [(pid, comm) for pid, comm, state in first if state == "D"]
+    if not seen:
+        return []
+    time.sleep(wait)
+    again = dict((pid, state) for pid, _, state in _process_table())
+    out = []
+    for pid, comm in seen:
+        if again.get(pid) == "D":
+            wchan = ""
+            with contextlib.suppress(OSError), open("/proc/%d/wchan" % pid) as handle:
+                wchan = handle.read(128).strip()
+            out.append({"pid": pid, "comm": comm, "wchan": wchan})
+    return out[:200]
+
+
+def _cpus():
+    """CPU models (name -> logical CPUs) and sockets, from /proc/cpuinfo."""
+    models = {}  # type: Dict[str, int]
+    sockets = set()
+    with open("/proc/cpuinfo") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "Model", "cpu model"):  # x86, arm64, others
+                models[value.strip()] = models.get(value.strip(), 0) + 1
+            elif key == "physical id":
+                sockets.add(value.strip())
+    return {"models": models, "sockets": len(sockets) or None}
+
+
+def _cpufreq(p):
+    """The frequency driver and each governor's CPU count; LookupError without cpufreq (a VM,
+    a container that hides it)."""
+    base = "/sys/devices/system/cpu"
+    governors = {}  # type: Dict[str, int]
+    for cpu in p.listdir(base) or []:
+        if cpu.startswith("cpu") and cpu[3:].isdigit():
+            try:
+                with open("%s%s/%s/cpufreq/scaling_governor" % (p.root, base, cpu)) as handle:
+                    name = handle.read(64).strip()
+            except OSError:
+                continue
+            governors[name] = governors.get(name, 0) + 1
+    if not governors:
+        raise LookupError("no cpufreq governor in %s/cpu*/cpufreq" % base)
+    driver = p.read(base + "/cpu0/cpufreq/scaling_driver")
+    return {"driver": (driver or "").strip() or None, "governors": governors}
+
+
+def _hwmon(p):
+    """Every hwmon temperature sensor: chip name, label, input, max and crit (millidegrees)."""
+    base = "/sys/class/hwmon"
+    for chip in p.listdir(base) or []:
+        folder = base + "/" + chip
+        p.read(folder + "/name")
+        for entry in p.listdir(folder) or []:
+            if entry.startswith("temp") and entry.endswith(("_input", "_max", "_crit", "_label")):
+                p.read(folder + "/" + entry, limit=256)
+
+
+def _slurm_node(p, daemons):
+    """`scontrol show node` for this node, where SLURM runs it (a job's node, or slurmd here)."""
+    scontrol = which("scontrol")
+    if not scontrol or not (os.environ.get("SLURM_JOB_ID") or daemons.get("slurmd")):
+        return
+    name = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    p.run("slurm:node", [scontrol, "--oneliner", "show", "node", name], timeout=3.0)
+
+
+def collect_host(p):
+    for path in ("/proc/meminfo", "/proc/loadavg", "/proc/swaps"):
+        p.read(path)
+    timeout = float(p.spec.get("path_timeout") or PATH_TIMEOUT)
+    paths, network = host_paths(p)
+    p.value(HOST_PATHS, lambda: ask_paths(paths, network, timeout, _mount_types(p)))
+    p.value("host:cpus", _cpus)
+    p.value("host:cpufreq", lambda: _cpufreq(p))
+    _hwmon(p)
+    try:
+        table = _process_table()  # not kept: what runs here is not ours to ship
+    except OSError:
+        table = []
+    daemons = p.value("host:daemons", lambda: _daemons(table, DAEMONS)) or {}
+    wait = float(p.spec.get("dstate_seconds") or 0.5)
+    p.value("host:dstate", lambda: _stuck(table, wait))
+    for tool in ("nvidia-container-cli", "nvidia-ctk", "nvidia-container-runtime"):
+        p.value("which:" + tool, lambda t=tool: which(t))
+    _slurm_node(p, daemons)
 
 
 # -- AMD GPUs: amdgpu's sysfs, the KFD topology, ROCm, amd-smi --------------------------------
@@ -1292,6 +1712,8 @@ SECTIONS = [
     ("nccl", collect_nccl),
     ("nvidia", collect_nvidia),
     ("nvidia-host", collect_nvidia_host),
+    ("kernel", collect_kernel),
+    ("host", collect_host),
     ("amd", collect_amd),
     ("mpi", collect_mpi),
     ("frameworks", collect_frameworks),

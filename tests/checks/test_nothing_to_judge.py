@@ -28,6 +28,21 @@ JUDGED = {
     "identity.unique": "two hostnames and boot ids",
     "versions.nccl": "two nodes' NCCL versions",
     "versions.software": "two nodes' Python and kernel versions",
+    "host.disk": "the free space and inodes of /, /tmp, /dev/shm and $HOME",
+    "host.mounts": "/, /tmp, /dev/shm and $HOME answering; /tmp and /dev/shm writable",
+    "host.memory": "MemAvailable against MemTotal, and the swap",
+    "host.dstate": "the state of every process",
+    "host.governor": "each CPU's frequency governor",
+    "host.temperature": "the host's hwmon sensors",
+    "host.inventory": "two nodes' CPUs and memory",
+    "host.load": "two nodes' load per CPU",
+    "slurm.node": "the node's state in SLURM",
+    "kernel.lockup": "the kernel log in its window: no lockup, stall or hung task",
+    "kernel.crash": "the kernel log in its window: no panic or oops",
+    "kernel.oom": "the kernel log in its window: no OOM kill",
+    "kernel.hardware": "the kernel log in its window: no machine check or memory error",
+    "kernel.pcie": "the kernel log in its window: no AER error",
+    "kernel.nfs": "the NFS mounts' servers in the kernel log's window",
 }
 
 

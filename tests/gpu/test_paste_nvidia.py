@@ -21,6 +21,7 @@ from doctor.facts.nvidia.gpu_host import parse_gpu_host
 from doctor.facts.nvidia.gpus import parse_gpus
 from doctor.facts.topo.smi_text import parse_topo_text
 from doctor.paste.nvidia import NVIDIA_KINDS
+from doctor.paste.reader import document
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -191,7 +192,8 @@ def test_xid_lines_from_journalctl_and_dmesg() -> None:
         "off the bus.\n"
         "Jun 02 10:00:01 node7 kernel: NVRM: Xid (PCI:0000:5e:00): 13, Graphics Exception\n"
     )
-    host = parse_gpu_host(capture(log))
+    # A kernel log is the host kinds' (doctor/paste/host.py): read through the whole reader.
+    host = parse_gpu_host(Capture(document("paste", log.encode(), False)))
     assert not isinstance(host.xid, Missing)
     assert [(e.bus_id, e.code) for e in host.xid] == [("0000:3b:00", 79), ("0000:5e:00", 13)]
 

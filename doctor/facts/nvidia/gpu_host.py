@@ -1,8 +1,9 @@
 """GPU health the node shows outside the GPUs: Xid events in the kernel log, the fabric manager.
 
 Xid lines are the driver's error reports ("NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has
-fallen off the bus."), as dmesg and journalctl print them, with whatever prefix they add. The
-probe keeps only those lines of `dmesg`, and only where the kernel lets this user read it.
+fallen off the bus."; with a MIG instance "(PCI:0000:01:00 GPU-I:05)"), as dmesg and journalctl
+print them, with whatever prefix they add. They are read from the one kernel log the node's
+capture holds (doctor/facts/kernel/log.py), within its window.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from dataclasses import dataclass
 from doctor.core.capture import Capture
 from doctor.core.model import Missing
 from doctor.facts.child import last_words
+from doctor.facts.kernel.log import LEGACY_XID, kernel_texts
 
-XID_SLOT = "kernel:xid"
-XID_ARGV = ("dmesg",)
 FABRIC_MANAGER = "nvidia:fabricmanager"  # pids of running nv-fabricmanager processes
 _XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\)"
+    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
+    r"(?: GPU-I:\d+)?\)"
     r"\s*:?\s*(?P<code>\d+)\s*,?\s*(?P<detail>.*)$"
 )
 MAX_EVENTS = 500
@@ -49,18 +50,20 @@ def parse_xid(text: str) -> tuple[XidEvent, ...]:
 
 
 def _xid(cap: Capture) -> tuple[XidEvent, ...] | Missing:
-    """The probe's slot, or the pasted ones (``kernel:xid:<crc>``, one per pasted Xid line)."""
-    pasted = sorted(n for n in cap.raw.get("commands", {}) if n.startswith(XID_SLOT + ":"))
-    events: list[XidEvent] = []
-    for name in pasted:
-        result = cap.command(name)
-        if not isinstance(result, Missing):
-            events += parse_xid(result.stdout)
-    if pasted:
-        return tuple(events)
-    result = cap.command(XID_SLOT)
+    """The Xid lines of the node's kernel log; a capture of a probe older than the kernel log
+    reader kept them alone, as the output of `dmesg`."""
+    texts = kernel_texts(cap)
+    probed = not isinstance(texts, Missing) and any(t.source != "pasted" for t in texts)
+    fabric = cap.value(FABRIC_MANAGER)
+    if probed and isinstance(fabric, Missing) and fabric.kind == "unsupported":
+        # The probe looks for NVIDIA's daemons only where NVIDIA hardware is: a log of a node
+        # without any holds no Xid, and judging it would pass on nothing.
+        return Missing("no NVIDIA kernel module and no NVIDIA PCI device here", "absent")
+    if not isinstance(texts, Missing):
+        return tuple(e for t in texts for e in parse_xid(t.text))[-MAX_EVENTS:]
+    result = cap.command(LEGACY_XID)
     if isinstance(result, Missing):
-        return result
+        return texts
     if result.rc != 0:
         why = last_words(result)
         denied = "not permitted" in why.lower()
