@@ -20,6 +20,7 @@ PLUGINS = (
     "nccl_log",
     "nics",
     "rdma",
+    "rdma_link",
     "system",
     "topo",
     "versions",

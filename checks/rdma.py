@@ -56,7 +56,7 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
                 ),
             )
         for p in hca.ports:
-            if p.active and p.link_layer == "Ethernet" and not any(g.routable_v2 for g in p.gids):
+            if p.active and p.link_layer == "Ethernet" and p.gids_shown and not p.routable:
                 yield Finding(
                     "rdma.roce_no_v2",
                     Severity.WARN,

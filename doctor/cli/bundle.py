@@ -95,6 +95,7 @@ def analyze(
         captures=captures,
         checks=select_checks(checks.include, checks.exclude),
         baseline=checks.baseline,
+        thresholds=checks.thresholds(),
         nics_section=True,
     )
     return emit(run(request), output)

@@ -56,6 +56,7 @@ def run_job(
         else None,
         checks=select_checks(checks.include, checks.exclude),
         baseline=checks.baseline,
+        thresholds=checks.thresholds(),
         nics_section=True,
     )
     report, verdict, result = run_command(

@@ -55,6 +55,7 @@ def preflight(
             allreduce=allreduce if stages.allreduce else None,
             checks=select_checks(checks.include, checks.exclude),
             baseline=checks.baseline,
+            thresholds=checks.thresholds(),
             nics_section=True,
         )
         report = run(request, reached)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from doctor.core.capture import Capture
@@ -22,6 +22,7 @@ from doctor.facts.network.rdma import RdmaFacts, parse_rdma
 from doctor.facts.nvidia.driver import DriverFacts, parse_driver
 from doctor.facts.nvidia.gpu_host import GpuHostFacts, parse_gpu_host
 from doctor.facts.pci import PciDevice, parse_pci
+from doctor.facts.pcie_link import PcieLink, parse_pcie_links
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.facts.topo.topology import TopoFacts, parse_topo
 
@@ -41,6 +42,7 @@ class NodeFacts:
     limits: LimitFacts | Missing
     env: dict[str, str] | Missing
     pci: list[PciDevice] | Missing
+    pcie_links: dict[str, PcieLink] | Missing
     topo: TopoFacts | Missing
     peers: PeerFacts | Missing
     net: NetFacts | Missing
@@ -55,6 +57,9 @@ class NodeFacts:
     # Derived, not parsed: what NCCL, Gloo and Open MPI will use here and what to set, on the
     # interfaces every peer reached over TCP when the reachability stage ran.
     nic: NicPlan | Missing = NOT_DERIVED
+    # The run's own thresholds (--threshold, doctor.toml) over the shipped ones that
+    # doctor/judge/profiles.py holds: a setting of the run, kept with the facts it judges.
+    thresholds: Mapping[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         from doctor.core.jsonable import jsonable
@@ -81,6 +86,7 @@ PARSERS: dict[str, Callable[[Capture], Any]] = {
     "limits": parse_limits,
     "env": _env,
     "pci": parse_pci,
+    "pcie_links": parse_pcie_links,
     "nccl": parse_nccl,
     "driver": parse_driver,
     "gpus": parse_gpus,
@@ -98,5 +104,5 @@ FACT_AREAS: tuple[str, ...] = tuple(PARSERS)
 
 
 def parse_node(node: str, cap: Capture) -> NodeFacts:
-    areas = {area: guarded(parse, cap, area) for area, parse in PARSERS.items()}
+    areas: dict[str, Any] = {area: guarded(parse, cap, area) for area, parse in PARSERS.items()}
     return NodeFacts(node=node, capture=cap, **areas)

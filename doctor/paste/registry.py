@@ -6,7 +6,7 @@ error line, one line in DESCRIPTIONS.
 
 from __future__ import annotations
 
-from doctor.paste import amd, env, mpi, nccl, net, nvidia, rdma
+from doctor.paste import amd, env, mpi, nccl, net, nvidia, pci, rdma
 from doctor.paste.kind import Kind
 
 # Most specific first: an NCCL log line is tried before the looser shapes (`NAME=value`).
@@ -17,6 +17,7 @@ KINDS: list[Kind] = [
     *mpi.MPI_KINDS,
     *net.NET_KINDS,
     *rdma.RDMA_KINDS,
+    *pci.PCI_KINDS,
     *env.ENV_KINDS,
 ]
 DESCRIPTIONS: dict[str, str] = {
@@ -26,6 +27,7 @@ DESCRIPTIONS: dict[str, str] = {
     **mpi.DESCRIPTIONS,
     **net.DESCRIPTIONS,
     **rdma.DESCRIPTIONS,
+    **pci.DESCRIPTIONS,
     **env.DESCRIPTIONS,
 }
 

@@ -200,6 +200,22 @@ class CheckSettings:
             "--baseline", help="Judge drift against this known-good node ('doctor baseline save')."
         ),
     ] = None
+    threshold: Annotated[
+        list[str] | None,
+        flag(
+            "--threshold",
+            help="Judge against NAME=VALUE instead of the shipped threshold or the GPU's profile "
+            "(docs/checks.md lists the names), e.g. rdma.ib_rate_gbps=200.",
+        ),
+    ] = None
+
+    def __post_init__(self) -> None:
+        self.thresholds()  # a bad name or value is a usage error before any node is probed
+
+    def thresholds(self) -> dict[str, float]:
+        from doctor.judge.profiles import parse_overrides
+
+        return parse_overrides(self.threshold or [])
 
 
 class Profile(str, enum.Enum):
@@ -261,4 +277,5 @@ class Request:
     checks: tuple[CheckSpec, ...] = ()
     judge: bool = True
     baseline: Path | None = None
+    thresholds: Mapping[str, float] = field(default_factory=dict)  # CheckSettings.thresholds()
     nics_section: bool = False  # the report shows the per-node NIC plans

@@ -20,6 +20,7 @@ import random
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from doctor.core.capture import Capture
@@ -113,7 +114,8 @@ def run(request: Request, watcher: Watcher | None = None) -> Report:
             return run_connected(request, nodes, transport, watcher)
     baseline = load_baseline(request.baseline) if request.baseline is not None else None
     probed = {n: parse_node(n, c) for n, c in request.captures.items()}
-    return _judged(request, ClusterFacts(nodes=derive(probed, NOT_TESTED), baseline=baseline))
+    derived = derive(probed, NOT_TESTED, request.thresholds)
+    return _judged(request, ClusterFacts(nodes=derived, baseline=baseline))
 
 
 def run_connected(
@@ -171,7 +173,7 @@ def _on_nodes(
                 on_pairs=tested,
             )
     ssh_mesh = _mesh(request, answered, transport, watcher, seed) if remote else NO_MESH
-    derived = derive(probed, reach)
+    derived = derive(probed, reach, request.thresholds)
     allreduce: AllreduceFacts | Missing = Missing("allreduce not run")
     if request.allreduce is not None:
         from doctor.stages.allreduce.stage import run_allreduce  # torch's workers: only when asked
@@ -242,10 +244,18 @@ def _counting(watcher: Watcher, stage: str) -> Iterator[Callable[[int, int], Non
         watcher.done()
 
 
-def derive(probed: Mapping[str, NodeFacts], reach: Reachability | Missing) -> dict[str, NodeFacts]:
-    """Every node's NIC plan, once, on the interfaces every peer reached when that was tested."""
+def derive(
+    probed: Mapping[str, NodeFacts],
+    reach: Reachability | Missing,
+    thresholds: Mapping[str, float] | None = None,
+) -> dict[str, NodeFacts]:
+    """Every node's NIC plan, once, on the interfaces every peer reached when that was tested;
+    and the run's thresholds, which the checks read with the facts they judge."""
     proven = reach.proven() if isinstance(reach, Reachability) else {}
-    return with_plans(probed, {name: frozenset(ifaces) for name, ifaces in proven.items()})
+    planned = with_plans(probed, {name: frozenset(ifaces) for name, ifaces in proven.items()})
+    if not thresholds:
+        return planned
+    return {name: replace(f, thresholds=thresholds) for name, f in planned.items()}
 
 
 def gpu_counts(facts: Mapping[str, NodeFacts]) -> dict[str, int]:

@@ -112,6 +112,9 @@ class Probe(object):
         self.values = {}
         self.sections = {}
         self._lock = threading.Lock()
+        # The RDMA counter files collect_rdma read, and when: second_sample reads them again.
+        self.counter_paths = []  # type: List[str]
+        self.counters_read = 0.0
 
     # -- readers -------------------------------------------------------------------------
     def read(self, path, limit=MAX_FILE_BYTES):
@@ -289,6 +292,9 @@ def collect_env(p):
     p.value("env", captured)
 
 
+PCI_LINK_ATTRS = ("current_link_width", "max_link_width", "current_link_speed", "max_link_speed")
+
+
 def _config_hex(device):
     with open(device + "/config", "rb") as handle:
         return binascii.hexlify(handle.read(4096)).decode("ascii")
@@ -312,6 +318,9 @@ def collect_pci(p):
         gpu = klass[:4] in ("0x03", "0x12") and vendor in (NVIDIA_VENDOR, AMD_VENDOR)
         if isinstance(real, str) and (klass.startswith("0x02") or gpu):
             above.update(real.split("/")[:-1])
+        if klass.startswith("0x02") or gpu:  # the link each GPU and NIC trained at
+            for attr in PCI_LINK_ATTRS:
+                p.read(path + "/" + attr)
     for dev in devices:
         path = root + "/" + dev
         if dev in above and (p.read(path + "/class") or "").startswith("0x0604"):
@@ -584,18 +593,35 @@ def collect_net(p):
         p.read(path)
 
 
+# Kernel modules whose presence (a /sys/module/<name> folder, no lsmod) the RDMA facts read.
+RDMA_MODULES = ("nvidia_peermem", "nv_peer_mem", "gdrdrv", "mlx5_core", "mlx5_ib", "ib_core", "efa")
+COUNTER_BYTES = 64  # a counter file holds one number
+
+
 def collect_rdma(p):
     """RDMA devices from sysfs (no ibstat), the verbs device nodes, GPUDirect RDMA modules."""
+    counters = []
+    efa = False
     for hca in p.listdir(IB_ROOT) or []:
         base = IB_ROOT + "/" + hca
         for attr in ("node_type", "fw_ver", "hca_type", "board_id"):
             p.read(base + "/" + attr)
         p.readlink(base + "/device")
         p.listdir(base + "/device/net")
+        efa = (p.readlink(base + "/device/driver") or "").endswith("/efa") or efa
+        for attr in PCI_LINK_ATTRS:
+            p.read(base + "/device/" + attr)
         for port in p.listdir(base + "/ports") or []:
             pbase = base + "/ports/" + port
-            for attr in ("state", "phys_state", "rate", "link_layer"):
+            for attr in ("state", "phys_state", "rate", "link_layer", "lid"):
                 p.read(pbase + "/" + attr)
+            # The error counters, read now and again as the probe ends (second_sample): their
+            # growth over the probe's own time is a rate that costs no extra second.
+            for folder in ("counters", "hw_counters"):
+                for name in p.listdir(pbase + "/" + folder) or []:
+                    path = pbase + "/" + folder + "/" + name
+                    if p.read(path, COUNTER_BYTES) is not None:
+                        counters.append(path)
             for idx in p.listdir(pbase + "/gids") or []:
                 gid = p.read(pbase + "/gids/" + idx)
                 # Empty slots (all zeros) have no attributes; reading them only fails.
@@ -612,6 +638,16 @@ def collect_rdma(p):
     ):
         p.read(path)
 
+    for module in RDMA_MODULES:
+        folder = "/sys/module/" + module
+        if p.value("exists:" + folder, lambda f=folder: os.path.isdir(p.root + f)):
+            p.read(folder + "/version")
+    fi_info = which("fi_info") or ("/opt/amazon/efa/bin/fi_info" if efa else None)
+    if efa and fi_info and os.path.exists(fi_info):
+        p.run("fi_info:efa", [fi_info, "-p", "efa"])
+    p.counter_paths = counters
+    p.counters_read = time.monotonic()
+
     def verbs():
         import ctypes
 
@@ -619,6 +655,22 @@ def collect_rdma(p):
         return True
 
     p.value("load:libibverbs.so.1", verbs)
+
+
+def second_sample(p):
+    """The RDMA counters read again: the section read them first, the probe's other sections ran
+    since, so the interval is the probe's own (a second or so on a GPU node), not added time."""
+    if not p.counter_paths:
+        return
+    again = {}
+    for path in p.counter_paths:
+        try:
+            with open(p.root + path, "rb") as handle:
+                again[path] = handle.read(COUNTER_BYTES).decode("ascii", "replace")
+        except (OSError, ValueError):
+            continue
+    seconds = round(time.monotonic() - p.counters_read, 4)
+    p.values["rdma:counters-later"] = {"value": {"seconds": seconds, "files": again}}
 
 
 def collect_extra(p):
@@ -1335,6 +1387,7 @@ def collect(spec=None):
         thread.join(max(0.0, merged["deadline"] - (time.monotonic() - started)))
         if thread.is_alive():
             p.sections[name] = {"ok": False, "error": "timeout: section still running at deadline"}
+    _run_section(p, "rdma-later", second_sample)
     result = p.to_json()
     result["probe"]["seconds"] = round(time.monotonic() - started, 4)
     result["probe"]["spec"] = merged
