@@ -197,7 +197,7 @@ def _against_profile(
         yield Finding(
             "rdma.rate.below_profile",
             Severity.WARN,
-            f"{_name(hca, port)} runs at {_rate(port)}, below the {wanted.value:g} Gb/s this "
+            f"{_name(hca, port)} runs at {_rate(port)}, below the {wanted.shown} Gb/s this "
             "node's fabric should give",
             evidence=(f"{_name(hca, port)}: {_rate(port)}", f"absolute: {wanted}"),
             fix=_fix(hca, port),
@@ -226,7 +226,7 @@ def port_count(facts: NodeFacts) -> Iterator[Finding]:
     yield Finding(
         "rdma.ports.missing",
         Severity.WARN,
-        f"{len(good)} active IB port(s) at {rate.value:g} Gb/s, {expected.value:g} expected: "
+        f"{len(good)} active IB port(s) at {rate.shown} Gb/s, {expected.shown} expected: "
         "NCCL spreads the GPUs' traffic over fewer rails",
         evidence=(*short[:16], f"absolute: {expected}", f"absolute: {rate}"),
         fix=Fix(
@@ -285,7 +285,7 @@ def _port_counters(facts: NodeFacts, hca: Hca, port: Port) -> Iterator[Finding]:
         value = counts.values.get(counter)
         threshold = need_limit(facts, f"rdma.{counter}")
         if counter != "link_downed" and value is not None and value > threshold.value:
-            over.append(f"{counter} {value} (> {threshold.value:g})")
+            over.append(f"{counter} {value} (> {threshold.shown})")
     if over:
         yield Finding(
             "rdma.counters.errors",
@@ -306,11 +306,11 @@ def _rising(facts: NodeFacts, name: str, counts: PortCounters, fix: Fix) -> Iter
     symbols = counts.rate("symbol_error")
     per_s = need_limit(facts, "rdma.symbol_error_per_s")
     if symbols is not None and symbols > per_s.value:
-        rising.append(f"symbol_error {symbols:.1f}/s (> {per_s.value:g}/s)")
+        rising.append(f"symbol_error {symbols:.1f}/s (> {per_s.shown}/s)")
     recovery = counts.rate("link_error_recovery")
     per_min = need_limit(facts, "rdma.link_error_recovery_per_min")
     if recovery is not None and recovery * 60 > per_min.value:
-        rising.append(f"link_error_recovery {recovery * 60:.1f}/min (> {per_min.value:g}/min)")
+        rising.append(f"link_error_recovery {recovery * 60:.1f}/min (> {per_min.shown}/min)")
     for counter in RISING_HW:
         grew = counts.increase(f"hw:{counter}")
         if grew:

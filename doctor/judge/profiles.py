@@ -30,8 +30,13 @@ class Limit:
     value: float
     source: str  # where the value came from, quoted in the finding
 
+    @property
+    def shown(self) -> str:
+        """20000000 → '20,000,000'; 0.9 → '0.9'."""
+        return f"{int(self.value):,}" if self.value.is_integer() else f"{self.value:g}"
+
     def __str__(self) -> str:
-        return f"{self.name} = {self.value:g} ({self.source})"
+        return f"{self.name} = {self.shown} ({self.source})"
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,40 @@ def render_reference(specs: Iterable[CheckSpec]) -> str:
             lines += [f"Fix: {fix.text}", ""]
             if fix.commands:
                 lines += ["```sh", *fix.commands, "```", ""]
+    lines += _thresholds()
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _thresholds() -> list[str]:
+    """The shipped thresholds and GPU profiles (doctor/judge/profiles.json), each with its
+    source: what a finding calls "absolute" unless the run set its own (--threshold)."""
+    from doctor.judge.profiles import defaults, profiles
+
+    lines = [
+        "## Thresholds",
+        "",
+        "The values the checks judge against unless the run sets its own with "
+        '`--threshold NAME=VALUE` (or `threshold = ["NAME=VALUE"]` in doctor.toml). A finding '
+        "says whether it judged against one of these (absolute) or against the node's or the "
+        "cluster's other devices (relative).",
+        "",
+        "| Name | Default | Source |",
+        "|---|---|---|",
+        *(f"| `{t.name}` | {t.shown} | {t.source} |" for t in defaults().values()),
+        "",
+        "Per GPU model (matched on the product name every GPU of the node has), set with "
+        "`rdma.ib_rate_gbps`, `rdma.ib_ports` and `allreduce.busbw_gbps`:",
+        "",
+        "| Profile | Matches | Single-node busbw (GB/s) | IB rate (Gb/s) | IB ports | Source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in profiles():
+        cells = [
+            f"{p.values[k]:g}" if k in p.values else "-"
+            for k in ("busbw_gbps", "ib_rate_gbps", "ib_ports")
+        ]
+        lines.append(f"| {p.name} | {', '.join(p.match)} | {' | '.join(cells)} | {p.source} |")
+    return [*lines, ""]
 
 
 def _anchor(check_id: str) -> str:

@@ -50,6 +50,9 @@ ENV_PREFIXES = (
     "PRTE_",
     "UCX_",
     "CUDA_",
+    "NSIGHT_CUDA_DEBUGGER",
+    "COMPUTE_PROFILE",
+    "OPENCL_PROFILE",
     "NVIDIA_",
     "HSA_",
     "HIP_",
@@ -893,6 +896,12 @@ def cuda_version():
     return code.value
 
 
+def nv(name, *args):
+    # A call nvidia-ml-py may not have (older releases lack the newer functions): its absence
+    # is that answer's error, not the child's end.
+    return call(lambda: getattr(pynvml, name)(*args))
+
+
 def fabric_state(pynvml, h):
     # nvmlGpuFabricInfo_t.state (Hopper and later); older GPUs raise NotSupported. nvidia-ml-py
     # fills the struct it is handed (called without one on an H100: TypeError, no state).
@@ -951,6 +960,25 @@ else:
                     for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)
                 ]),
                 "fabric_state": call(fabric_state, pynvml, h),
+                # Vitals (doctor/facts/nvidia/gpu_vitals.py). NVML_TEMPERATURE_GPU 0; thresholds
+                # NVML_TEMPERATURE_THRESHOLD_SLOWDOWN 1; NVML_CLOCK_GRAPHICS 0, MEM 2;
+                # memory locations NVML_MEMORY_LOCATION_DRAM 2, SRAM 7 (nvml.h).
+                "temperature": nv("nvmlDeviceGetTemperature", h, 0),
+                "temp_slowdown": nv("nvmlDeviceGetTemperatureThreshold", h, 1),
+                "power_limit": nv("nvmlDeviceGetEnforcedPowerLimit", h),
+                "power_default": nv("nvmlDeviceGetPowerManagementDefaultLimit", h),
+                "ecc_dram_corrected": nv("nvmlDeviceGetMemoryErrorCounter", h, 0, 1, 2),
+                "ecc_sram_corrected": nv("nvmlDeviceGetMemoryErrorCounter", h, 0, 1, 7),
+                "ecc_sram_uncorrected": nv("nvmlDeviceGetMemoryErrorCounter", h, 1, 1, 7),
+                "inforom_valid": nv("nvmlDeviceValidateInforom", h),
+                "inforom_version": nv("nvmlDeviceGetInforomImageVersion", h),
+                "pcie_replays": nv("nvmlDeviceGetPcieReplayCounter", h),
+                "app_clock": nv("nvmlDeviceGetApplicationsClock", h, 0),
+                "app_clock_default": nv("nvmlDeviceGetDefaultApplicationsClock", h, 0),
+                "app_mem_clock": nv("nvmlDeviceGetApplicationsClock", h, 2),
+                "app_mem_clock_default": nv("nvmlDeviceGetDefaultApplicationsClock", h, 2),
+                "vbios": nv("nvmlDeviceGetVbiosVersion", h),
+                "gsp_firmware": nv("nvmlDeviceGetGspFirmwareVersion", h),
             })
         call(pynvml.nvmlShutdown)
 sys.stdout.write(sys.argv[1] + json.dumps(out) + "\n")

@@ -99,9 +99,8 @@ def sysfs_counters(cap: Capture, port_dir: str) -> PortCounters | None:
     )
 
 
-def parse_perfquery(text: str) -> list[tuple[int | None, int, PortCounters]]:
-    """Every block of a `perfquery` output: (LID, port, counters); basic and extended blocks of
-    one port merge (the extended ones are 64-bit and win)."""
+def parse_perfquery(text: str) -> dict[tuple[int | None, int], dict[str, int]]:
+    """Every block of a `perfquery` output by (LID, port): its counters by sysfs name."""
     blocks: dict[tuple[int | None, int], dict[str, int]] = {}
     current: dict[str, int] | None = None
     for line in text.splitlines()[:20_000]:
@@ -114,16 +113,25 @@ def parse_perfquery(text: str) -> list[tuple[int | None, int, PortCounters]]:
             continue
         name = PERFQUERY_NAMES.get(m["name"])
         if name is not None and int(m["value"]) < MAX_VALUE:
-            current[name] = int(m["value"])
-    return [(lid, port, PortCounters(v, "perfquery")) for (lid, port), v in blocks.items() if v]
+            current[name] = max(current.get(name, 0), int(m["value"]))
+    return blocks
 
 
 def pasted_perfquery(cap: Capture) -> list[tuple[int | None, int, PortCounters]]:
-    """Every pasted perfquery output of a capture, in paste order."""
-    out = []
-    names = sorted(n for n in cap.raw.get("commands", {}) if n.startswith(PERFQUERY_SLOT + ":"))
-    for name in names:
+    """Every port the pasted perfquery outputs show, by LID and port. Blocks of one port (the
+    basic and the extended ``-x`` counters, in whatever order they were pasted) merge: a counter
+    only grows, so the larger reading is the later or the wider (64-bit) one."""
+    merged: dict[tuple[int | None, int], dict[str, int]] = {}
+    for name in (n for n in cap.raw.get("commands", {}) if n.startswith(PERFQUERY_SLOT + ":")):
         result = cap.command(name)
-        if isinstance(result, CommandResult):
-            out += parse_perfquery(result.stdout)
-    return out
+        if not isinstance(result, CommandResult):
+            continue
+        for key, values in parse_perfquery(result.stdout).items():
+            into = merged.setdefault(key, {})
+            for counter, value in values.items():
+                into[counter] = max(into.get(counter, 0), value)
+    return [
+        (lid, port, PortCounters(values, "perfquery"))
+        for (lid, port), values in sorted(merged.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1]))
+        if values
+    ]
