@@ -177,7 +177,6 @@ def ecc_correctable(facts: NodeFacts) -> Iterator[Finding]:
     "gpu.board",
     "Every GPU's InfoROM is valid, its PCIe link replays little, its power cap and "
     "applications clocks are its defaults, and its VBIOS matches its siblings'",
-    needs=("gpus",),
     codes={
         "gpu.inforom.corrupt": "a GPU's InfoROM is corrupted",
         "gpu.pcie.replays": "a GPU's PCIe link replayed more packets than the threshold",
@@ -187,9 +186,10 @@ def ecc_correctable(facts: NodeFacts) -> Iterator[Finding]:
     },
 )
 def board(facts: NodeFacts) -> Iterator[Finding]:
-    gpus = need(facts.gpus, "GPUs").gpus
     host = facts.gpu_host
+    # nvidia-smi's warning names a GPU with a corrupted InfoROM even where no GPU list was read.
     warned = set() if isinstance(host, Missing) else set(host.inforom_corrupt)
+    gpus = () if warned and isinstance(facts.gpus, Missing) else need(facts.gpus, "GPUs").gpus
     if not gpus and not warned:
         raise Skip("no GPU listed")
     fields = ("inforom_valid", "pcie_replays", "power_limit", "app_clock", "vbios")

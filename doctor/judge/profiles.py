@@ -126,7 +126,7 @@ def limit(facts: NodeFacts, name: str) -> Limit | None:
     value (per-SKU names), else the shipped default; None where none applies."""
     overrides = facts.thresholds
     if name in overrides:
-        return Limit(name, overrides[name], "set for this run (--threshold / doctor.toml)")
+        return Limit(name, float(overrides[name]), "set for this run (--threshold / doctor.toml)")
     if name in _SKU_NAMES:
         profile = gpu_profile(facts)
         key = _SKU_NAMES[name]

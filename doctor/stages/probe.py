@@ -612,8 +612,6 @@ def collect_rdma(p):
         p.readlink(base + "/device")
         p.listdir(base + "/device/net")
         efa = (p.readlink(base + "/device/driver") or "").endswith("/efa") or efa
-        for attr in PCI_LINK_ATTRS:
-            p.read(base + "/device/" + attr)
         for port in p.listdir(base + "/ports") or []:
             pbase = base + "/ports/" + port
             for attr in ("state", "phys_state", "rate", "link_layer", "lid"):
