@@ -11,6 +11,7 @@ PLUGINS = (
     "allreduce",
     "amd",
     "cluster",
+    "firmware",
     "gpu",
     "gpu_count",
     "gpu_health",

@@ -189,6 +189,9 @@ def _gdr(cap: Capture) -> str | None:
     for path in GDR_PATHS:
         if isinstance(cap.file(path), str):
             return path.split("/")[-2]
+    for name in ("nvidia_peermem", "nv_peer_mem"):  # loaded, without a version file
+        if cap.value(f"exists:/sys/module/{name}") is True:
+            return name
     modules = cap.file("/proc/modules")
     if isinstance(modules, str):
         for line in modules.splitlines():
