@@ -216,6 +216,8 @@ def port_count(facts: NodeFacts) -> Iterator[Finding]:
     expected, rate = limit(facts, "rdma.ib_ports"), limit(facts, "rdma.ib_rate_gbps")
     if expected is None or rate is None:
         raise Skip("no profile of this node's GPUs says how many IB ports it has")
+    if facts.capture.raw["probe"].get("source") == "paste":
+        raise Skip("a paste may show some of the node's HCAs only: its ports are not counted")
     ib = [(h, p) for h in rdma.hcas for p in h.ports if p.link_layer == "InfiniBand"]
     if not ib:
         raise Skip("no InfiniBand port: the node's fabric is another (RoCE, EFA) or none")

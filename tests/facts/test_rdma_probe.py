@@ -4,9 +4,12 @@ counters and their second sample, the modules in /sys/module, the HCA's own PCIe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from checks import rdma_link
 from doctor.core.capture import Capture
+from doctor.core.model import Status
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.network.rdma import RdmaFacts, parse_rdma
 from doctor.facts.node import parse_node
@@ -14,6 +17,7 @@ from doctor.facts.pcie_link import parse_pcie_links
 from doctor.judge.registry import load_checks
 from doctor.judge.runner import run_checks
 from doctor.stages import probe
+from tests import factkit as fk
 
 IB = "/sys/class/infiniband"
 
@@ -111,3 +115,19 @@ def test_no_hca_no_second_sample(tmp_path: Path) -> None:
     probe.collect_rdma(p)
     probe.second_sample(p)
     assert "rdma:counters-later" not in p.values
+
+
+def test_a_probed_node_counts_its_ports_against_the_expected_count(tmp_path: Path) -> None:
+    hca_tree(tmp_path)
+    p = probe.Probe(dict(probe.DEFAULT_SPEC, root=str(tmp_path)))
+    probe.collect_rdma(p)
+    node = parse_node("n1", Capture(p.to_json()))
+    expect = {"rdma.ib_ports": 4, "rdma.ib_rate_gbps": 400}
+    (outcome,) = run_checks([rdma_link.port_count], fk.cluster(replace(node, thresholds=expect)))
+    (finding,) = outcome.findings
+    assert finding.summary.startswith("2 active IB port(s) at 400 Gb/s, 4 expected")
+    assert finding.data["threshold"] == "absolute"
+    enough = replace(node, thresholds={**expect, "rdma.ib_ports": 2})
+    assert run_checks([rdma_link.port_count], fk.cluster(enough))[0].status is Status.PASS
+    # No GPU profile and no threshold set: nothing says how many ports this node should have.
+    assert run_checks([rdma_link.port_count], fk.cluster(node))[0].status is Status.SKIP

@@ -126,8 +126,8 @@ def test_the_gpu_profile_sets_the_rate_and_the_run_can_set_its_own() -> None:
     below = [f for f in found if f.code == "rdma.rate.below_profile"]
     assert len(below) == 8 and below[0].data["threshold"] == "absolute"
     assert "H100 SXM profile" in below[0].evidence[-1]
-    (missing,) = [f for f in found if f.code == "rdma.ports.missing"]
-    assert missing.summary.startswith("0 active IB port(s) at 400 Gb/s, 8 expected")
+    # A paste may show some HCAs only: the count of ports is judged on probed nodes alone.
+    assert not [f for f in found if f.code == "rdma.ports.missing"]
     # Without the GPUs there is no profile: the uniform 200 is not judged.
     assert findings(ibstat) == []
     # The run's own threshold wins, and says where it came from.
