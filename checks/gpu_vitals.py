@@ -183,6 +183,7 @@ def ecc_correctable(facts: NodeFacts) -> Iterator[Finding]:
         "gpu.power.capped": "a GPU's power cap is below its default",
         "gpu.clocks.lowered": "a GPU's applications clocks are below their defaults",
         "gpu.vbios.mixed": "GPUs of one model run different VBIOS versions on one node",
+        "gpu.xgmi.errors": "an AMD GPU's XGMI links counted uncorrectable errors",
     },
 )
 def board(facts: NodeFacts) -> Iterator[Finding]:
@@ -192,7 +193,7 @@ def board(facts: NodeFacts) -> Iterator[Finding]:
     gpus = () if warned and isinstance(facts.gpus, Missing) else need(facts.gpus, "GPUs").gpus
     if not gpus and not warned:
         raise Skip("no GPU listed")
-    fields = ("inforom_valid", "pcie_replays", "power_limit", "app_clock", "vbios")
+    fields = ("inforom_valid", "pcie_replays", "power_limit", "app_clock", "vbios", "link_errors")
     if not warned and not any(getattr(g.health, f) is not None for g in gpus for f in fields):
         raise Skip("no GPU reports its InfoROM, PCIe replays, power cap, clocks or VBIOS")
     corrupt = [_name(g) for g in gpus if g.health.inforom_valid is False or g.bus_id in warned]
@@ -224,6 +225,22 @@ def board(facts: NodeFacts) -> Iterator[Finding]:
             ),
             fix=Fix("Reseat the GPU or its riser; check the slot.", (_query(many, "PCIE"),)),
             data={"threshold": "absolute", "limit": replays.value},
+        )
+    xgmi = [g for g in gpus if g.health.link_errors]
+    if xgmi:
+        yield Finding(
+            "gpu.xgmi.errors",
+            Severity.WARN,
+            f"{len(xgmi)} GPU(s)' XGMI links counted uncorrectable errors since the driver "
+            "loaded: RCCL's GPU-to-GPU traffic over them fails",
+            evidence=tuple(
+                f"{_name(g)}: xgmi_wafl uncorrectable {g.health.link_errors}" for g in xgmi
+            ),
+            fix=Fix(
+                "Reset the GPUs of the hive (or reboot); if the count returns, service the node.",
+                ("amd-smi metric --ecc-blocks", "rocm-smi --showxgmierr"),
+            ),
+            data={"threshold": "absolute", "source": "AzHC check_gpu_xgmi fails on any count"},
         )
     yield from _defaults(gpus)
     yield from _vbios(gpus)

@@ -1224,6 +1224,12 @@ def collect_amd(p):
         for entry in p.listdir(device + "/ras") or []:
             if entry.endswith("_err_count") or entry in ("features", "gpu_vram_bad_pages"):
                 p.read(device + "/ras/" + entry)
+        # amdgpu's hwmon: temperatures and their critical limits, millidegrees (edge,
+        # junction, mem; Documentation/gpu/amdgpu/thermal.rst).
+        for hwmon in p.listdir(device + "/hwmon") or []:
+            for sensor in ("temp1", "temp2", "temp3"):
+                for what in ("label", "input", "crit"):
+                    p.read("%s/hwmon/%s/%s_%s" % (device, hwmon, sensor, what))
         for entry in p.listdir(device + "/fw_version") or []:  # one file per firmware block
             p.read(device + "/fw_version/" + entry)
         p.read(device + "/xgmi_hive_info/xgmi_hive_id")  # one id for every GPU of a hive
