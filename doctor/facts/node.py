@@ -12,6 +12,7 @@ from doctor.facts.amd.model import AmdFacts
 from doctor.facts.amd.sysfs import parse_amd
 from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
 from doctor.facts.gpu import GpuFacts
+from doctor.facts.gpu_bench import GpuBench, parse_gpu_bench
 from doctor.facts.gpu_vendors import parse_gpus
 from doctor.facts.limits import LimitFacts, parse_limits
 from doctor.facts.mpi import MpiFacts, parse_mpi
@@ -51,6 +52,7 @@ class NodeFacts:
     driver: DriverFacts | Missing
     gpus: GpuFacts | Missing
     gpu_host: GpuHostFacts | Missing
+    gpu_bench: GpuBench | Missing
     amd: AmdFacts | Missing
     mpi: MpiFacts | Missing
     frameworks: FrameworkFacts | Missing
@@ -91,6 +93,7 @@ PARSERS: dict[str, Callable[[Capture], Any]] = {
     "driver": parse_driver,
     "gpus": parse_gpus,
     "gpu_host": parse_gpu_host,
+    "gpu_bench": parse_gpu_bench,
     "amd": parse_amd,
     "mpi": parse_mpi,
     "frameworks": parse_frameworks,

@@ -21,7 +21,7 @@ from doctor.core.model import Missing
 from doctor.facts.node import NodeFacts
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles.json")
-SKU_KEYS = ("busbw_gbps", "ib_rate_gbps", "ib_ports")
+SKU_KEYS = ("busbw_gbps", "ib_rate_gbps", "ib_ports", "h2d_gbps", "p2p_gbps")
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,8 @@ _SKU_NAMES = {
     "rdma.ib_rate_gbps": "ib_rate_gbps",
     "rdma.ib_ports": "ib_ports",
     "allreduce.busbw_gbps": "busbw_gbps",
+    "gpu.h2d_gbps": "h2d_gbps",
+    "gpu.p2p_gbps": "p2p_gbps",
 }
 
 

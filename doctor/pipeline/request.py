@@ -71,6 +71,14 @@ class ProbeSettings:
     deadline: Annotated[
         float, flag("--deadline", min=1.0, help="Seconds the probe may take on a node.")
     ] = 20.0
+    gpu_tests: Annotated[
+        bool,
+        flag(
+            "--gpu-tests/--no-gpu-tests",
+            help="Run short GPU tests on each node (about a minute, bounded): the node's own "
+            "allreduce over NVLink at 256 MB-4 GB, a GEMM, memory, host and P2P bandwidth.",
+        ),
+    ] = False
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from doctor.pipeline.request import AllreduceSettings, Request
 from doctor.stages.collect import gather
 from doctor.stages.mesh import run_mesh
 from doctor.stages.pairs import Sampling
+from doctor.stages.probe import GPU_TESTS_SECONDS
 from doctor.stages.reach import run_reach
 
 if TYPE_CHECKING:
@@ -97,7 +98,9 @@ def probe_spec(request: Request, resolve: list[str]) -> dict[str, Any]:
         for name, argv in spec.probe_commands.items():
             commands[f"{spec.id}:{name}"] = list(argv)
     out: dict[str, Any] = {
-        "deadline": request.probe.deadline,
+        # The GPU tests run inside the probe, in their own budget on top of its deadline.
+        "deadline": request.probe.deadline + (GPU_TESTS_SECONDS if request.probe.gpu_tests else 0),
+        "gpu_tests": request.probe.gpu_tests,
         "torch": request.probe.torch,
         "files": sorted(files),
         "commands": commands,

@@ -54,7 +54,7 @@ def render_reference(specs: Iterable[CheckSpec]) -> str:
 def _thresholds() -> list[str]:
     """The shipped thresholds and GPU profiles (doctor/judge/profiles.json), each with its
     source: what a finding calls "absolute" unless the run set its own (--threshold)."""
-    from doctor.judge.profiles import defaults, profiles
+    from doctor.judge.profiles import SKU_KEYS, defaults, profiles
 
     lines = [
         "## Thresholds",
@@ -69,16 +69,15 @@ def _thresholds() -> list[str]:
         *(f"| `{t.name}` | {t.shown} | {t.source} |" for t in defaults().values()),
         "",
         "Per GPU model (matched on the product name every GPU of the node has), set with "
-        "`rdma.ib_rate_gbps`, `rdma.ib_ports` and `allreduce.busbw_gbps`:",
+        "`allreduce.busbw_gbps` (the node's own allreduce, `--gpu-tests`), `rdma.ib_rate_gbps`, "
+        "`rdma.ib_ports`, `gpu.h2d_gbps` and `gpu.p2p_gbps`; the multi-node allreduce's floor "
+        "(`allreduce.multinode_busbw_gbps`) has no default: it is set where the fabric is known.",
         "",
-        "| Profile | Matches | Single-node busbw (GB/s) | IB rate (Gb/s) | IB ports | Source |",
-        "|---|---|---|---|---|---|",
+        "| Profile | Matches | busbw GB/s | IB Gb/s | IB ports | H2D GB/s | P2P GB/s | Source |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for p in profiles():
-        cells = [
-            f"{p.values[k]:g}" if k in p.values else "-"
-            for k in ("busbw_gbps", "ib_rate_gbps", "ib_ports")
-        ]
+        cells = [f"{p.values[k]:g}" if k in p.values else "-" for k in SKU_KEYS]
         lines.append(f"| {p.name} | {', '.join(p.match)} | {' | '.join(cells)} | {p.source} |")
     return [*lines, ""]
 

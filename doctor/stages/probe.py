@@ -983,6 +983,86 @@ sys.stdout.write(sys.argv[1] + json.dumps(out) + "\n")
 """
 
 
+GPU_TESTS_MARK = "@@cluster-doctor-gpu-tests@@"
+GPU_TESTS_SECONDS = 60.0  # what --gpu-tests adds to the probe's deadline, all tests together
+# Short GPU tests through torch (only with --gpu-tests): the node's own allreduce across its GPUs
+# (torch.cuda.nccl.all_reduce: one process, NCCL over NVLink/PCIe) at 256 MB to 4 GB, and per GPU
+# a bf16 GEMM (TFLOPS, finite result), a device-to-device copy (memory bandwidth), pinned
+# host-to-device and back, and a copy to each other GPU (P2P). Each test stops where the budget
+# would be passed; results are numbers only, judged by checks/gpu_bench.py.
+GPU_TESTS_SNIPPET = r"""
+import json, sys, time
+budget, started, out = float(sys.argv[2]), time.monotonic(), {}
+MB256, GB = 256 << 20, 1 << 30
+
+
+def left():
+    return budget - (time.monotonic() - started)
+
+
+def timed(fn, sync, reps):
+    fn()
+    sync()
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - t) / reps
+
+
+try:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("torch sees no CUDA device")
+    n = torch.cuda.device_count()
+    every = lambda: [torch.cuda.synchronize(i) for i in range(n)]
+    out.update(gpus=n, name=torch.cuda.get_device_name(0), allreduce=[], per_gpu=[], p2p={})
+    for size in (MB256, GB, 4 * GB) if n > 1 else ():
+        if left() < 15:
+            break
+        try:
+            bufs = [torch.ones(size // 2, dtype=torch.float16, device=i) for i in range(n)]
+        except RuntimeError:
+            break
+        dt = timed(lambda: torch.cuda.nccl.all_reduce(bufs), every, 5)
+        busbw = size / dt / 1e9 * 2 * (n - 1) / n
+        out["allreduce"].append({"bytes": size, "seconds": dt, "busbw_gbps": busbw})
+        del bufs
+        torch.cuda.empty_cache()
+    for i in range(n):
+        if left() < 5:
+            break
+        row, one = {"index": i}, torch.cuda.synchronize
+        with torch.cuda.device(i):
+            a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=i)
+            c = torch.empty_like(a)
+            dt = timed(lambda: torch.matmul(a, a, out=c), one, 10)
+            row["tflops"], row["finite"] = 2 * 8192 ** 3 / dt / 1e12, bool(torch.isfinite(c).all())
+            x = torch.empty(GB, dtype=torch.uint8, device=i)
+            y = torch.empty_like(x)
+            row["memory_gbps"] = 2 * GB / timed(lambda: y.copy_(x), one, 5) / 1e9
+            h = torch.empty(MB256, dtype=torch.uint8).pin_memory()
+            d = torch.empty(MB256, dtype=torch.uint8, device=i)
+            row["h2d_gbps"] = MB256 / timed(lambda: d.copy_(h, non_blocking=True), one, 5) / 1e9
+            row["d2h_gbps"] = MB256 / timed(lambda: h.copy_(d, non_blocking=True), one, 5) / 1e9
+            del a, c, x, y, h, d
+        torch.cuda.empty_cache()
+        out["per_gpu"].append(row)
+    for i in range(n):
+        for j in range(n):
+            if i == j or left() < 2:
+                continue
+            src = torch.empty(MB256, dtype=torch.uint8, device=i)
+            dst = torch.empty(MB256, dtype=torch.uint8, device=j)
+            out["p2p"]["%d-%d" % (i, j)] = MB256 / timed(lambda: dst.copy_(src), every, 3) / 1e9
+            del src, dst
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+sys.stdout.write("\n" + sys.argv[1] + json.dumps(out) + "\n")
+"""
+
+
 def _nvidia_present(p):
     """An NVIDIA kernel module or an NVIDIA PCI function: only then are NVIDIA calls worth it."""
     if os.path.exists("/proc/driver/nvidia") or os.path.exists("/sys/module/nvidia"):
@@ -1004,6 +1084,10 @@ def collect_nvidia(p):
         p.commands["nvidia"] = dict(argv=[sys.executable, "-c", "<snippet>"], **skipped)
         return
     result = p.run("nvidia", argv)
+    if p.spec.get("gpu_tests"):
+        budget = GPU_TESTS_SECONDS
+        tests = [sys.executable, "-c", GPU_TESTS_SNIPPET, GPU_TESTS_MARK, str(budget)]
+        p.run("gpu-tests", tests, timeout=budget + 15.0)  # its own budget, and torch's import
     # The child prints json.dumps output: a non-empty device list reads exactly like this.
     if '"devices": [{' in (result.get("stdout") or ""):
         return

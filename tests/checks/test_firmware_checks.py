@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checks import firmware, rdma
+from checks import rdma
+from checks.links import firmware
 from doctor.core.model import Status
 from doctor.facts.gpu import GpuFacts
 from doctor.facts.network.rdma import Hca, Port, RdmaFacts

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from checks import rdma_link
+from checks.links import rdma as rdma_link
 from doctor.core.capture import Capture
 from doctor.core.model import Status
 from doctor.facts.cluster import ClusterFacts
