@@ -159,6 +159,7 @@ def _relative(
     common, count = Counter(p.rate_gbps for _, p in members).most_common(1)[0]
     if count < 2:
         return  # no rate two ports agree on: nothing to call normal
+    kind = f"{model} {layer}" if model != "?" else layer
     widths = Counter(p.width for _, p in members if p.width)
     usual_width = widths.most_common(1)[0][0] if widths else None
     for hca, port in members:
@@ -172,11 +173,10 @@ def _relative(
             code,
             Severity.WARN,
             f"{_name(hca, port)} runs at {what}, below the {common:g} Gb/s of the node's "
-            f"other {model} {layer} ports: NCCL's traffic over it, and the whole ring's, slows "
-            "to its pace",
+            f"other {kind} ports: NCCL's traffic over it, and the whole ring's, slows to its pace",
             evidence=(
                 f"{_name(hca, port)}: {_rate(port)}",
-                f"{count} of {len(members)} {model} {layer} ports: {common:g} Gb/s",
+                f"{count} of {len(members)} {kind} ports: {common:g} Gb/s",
                 "relative: the node's other ports of the same model",
             ),
             fix=_fix(hca, port),

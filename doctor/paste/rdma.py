@@ -283,6 +283,32 @@ def parse_sysfs_lines(text: str) -> dict[str, Any]:
     return sysfs.fragment()
 
 
+# ibstatus (infiniband-diags/scripts/ibstatus) prints the sysfs files themselves, a port a block.
+_IBSTATUS = re.compile(r"^\s*Infiniband device '(?P<dev>[^']+)' port (?P<port>\d+) status:")
+_IBSTATUS_FILES = {
+    "base lid": "lid",
+    "sm lid": "sm_lid",
+    "state": "state",
+    "phys state": "phys_state",
+    "rate": "rate",
+    "link_layer": "link_layer",
+}
+
+
+def parse_ibstatus(text: str) -> dict[str, Any]:
+    sysfs = _Sysfs()
+    port = None
+    for line in text.splitlines():
+        if m := _IBSTATUS.match(line):
+            port = sysfs.port(m["dev"], m["port"])
+            continue
+        key, value = _value(line)
+        name = _IBSTATUS_FILES.get(key)
+        if port is not None and name and value and value != "unknown":
+            sysfs.files[f"{port}/{name}"] = _link_layer(value) if name == "link_layer" else value
+    return sysfs.fragment()
+
+
 RDMA_KINDS = [
     Kind("ibstat", matcher(r"\s*CA '[^']+'\s*$"), parse_ibstat),
     # "hca_id:\tmlx4_0", or "hca_id:mlx4_0" where a copy lost the tabs devinfo.c separates
@@ -295,6 +321,7 @@ RDMA_KINDS = [
         lambda line: bool(_SHOW_GIDS_HEADER.match(line) or _SHOW_GIDS_ROW.match(line)),
         parse_show_gids,
     ),
+    Kind("ibstatus", lambda line: _IBSTATUS.match(line) is not None, parse_ibstatus),
     Kind(
         "perfquery",
         matcher(r"\s*#\s*Port (?:extended )?counters:"),
@@ -311,6 +338,8 @@ DESCRIPTIONS = {
     "rdma link": "`rdma link`: port state, physical state and netdev per HCA port",
     "ibdev2netdev": "`ibdev2netdev`: the netdev each HCA port drives (not the port's state)",
     "show_gids": "`show_gids`: RoCE GIDs, their version (v1/v2) and netdev",
+    "ibstatus": "`ibstatus`: each port's state, physical state, rate with width and generation, "
+    "LID, link layer (the sysfs files themselves)",
     "perfquery": "`perfquery` (`-x` too): a port's error counters, put on the port with its LID",
     "/sys/class/infiniband files": "`grep . /sys/class/infiniband/*/ports/*/{rate,state,"
     "counters/*}`: the files themselves (path:value lines)",

@@ -152,3 +152,18 @@ def test_threshold_flag_and_config_reach_the_checks(
     assert "rdma.rate.below_profile" in capsys.readouterr().out
     assert main(["analyze", str(paste), "--threshold", "rdma.nonsense=1"]) == 2
     assert "rdma.nonsense" in capsys.readouterr().err
+
+
+def test_ibstatus_gives_the_sysfs_files_and_a_port_trained_at_edr_is_named() -> None:
+    text = pasted("written-ibstatus.txt")
+    rdma = rdma_of(text)
+    ports = {
+        h.name: (h.ports[0].rate_gbps, h.ports[0].width, h.ports[0].speed, h.ports[0].lid)
+        for h in rdma.hcas
+    }
+    assert ports["mlx5_0"] == (200.0, 4, "HDR", 0x11)
+    assert ports["mlx5_2"] == (100.0, 4, "EDR", 0x13)
+    (found,) = findings(text)
+    assert found.code == "rdma.rate.degraded"
+    assert found.summary.startswith("mlx5_2 port 1 runs at 100 Gb/s (4X EDR), below the 200 Gb/s")
+    assert "of the node's other InfiniBand ports" in found.summary  # no model shown: none named
