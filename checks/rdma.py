@@ -57,7 +57,7 @@ def rdma_state(facts: NodeFacts) -> Iterator[Finding]:
                 ),
             )
         for p in hca.ports:
-            if p.active and p.link_layer == "Ethernet" and not any(g.routable_v2 for g in p.gids):
+            if p.active and p.link_layer == "Ethernet" and p.gids_shown and not p.routable:
                 yield Finding(
                     "rdma.roce_no_v2",
                     Severity.WARN,
@@ -215,4 +215,44 @@ def gid_index(facts: NodeFacts) -> Iterator[Finding]:
     )
 
 
-CHECKS = [rdma_state, memlock, gid_index]
+@node_check(
+    "rdma.efa",
+    "EFA devices have libfabric's efa provider, and GPU nodes GDRCopy",
+    needs=("rdma",),
+    codes={
+        "rdma.efa.no_provider": "EFA devices, but libfabric lists no efa provider",
+        "rdma.efa.no_gdrcopy": "EFA devices and NVIDIA GPUs, but no gdrdrv (GDRCopy) module",
+    },
+)
+def efa(facts: NodeFacts) -> Iterator[Finding]:
+    rdma = _rdma(facts)
+    devices = [h.name for h in rdma.hcas if h.driver == "efa"]
+    if not devices:
+        raise Skip("no EFA device (no HCA bound to the efa driver)")
+    if rdma.efa_provider is False:
+        yield Finding(
+            "rdma.efa.no_provider",
+            Severity.WARN,
+            f"{len(devices)} EFA device(s) but `fi_info -p efa` lists no efa provider: the "
+            "aws-ofi-nccl plugin cannot open them and NCCL falls back to sockets",
+            evidence=(f"EFA devices: {', '.join(devices)}", "fi_info -p efa: no provider"),
+            fix=Fix(
+                "Install the EFA software (libfabric with its efa provider) and the aws-ofi-nccl "
+                "plugin.",
+                commands("/opt/amazon/efa/bin/fi_info -p efa"),
+            ),
+        )
+    gpus = facts.pci if isinstance(facts.pci, list) else []
+    modules = rdma.modules
+    if any(d.is_nvidia_gpu for d in gpus) and isinstance(modules, dict) and "gdrdrv" not in modules:
+        yield Finding(
+            "rdma.efa.no_gdrcopy",
+            Severity.INFO,
+            "EFA devices and NVIDIA GPUs but no gdrdrv module: libfabric and NCCL copy small "
+            "messages through the host instead of GDRCopy",
+            evidence=("/sys/module/gdrdrv is absent",),
+            fix=Fix("Install and load GDRCopy.", commands("sudo modprobe gdrdrv")),
+        )
+
+
+CHECKS = [rdma_state, memlock, gid_index, efa]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from doctor.core.model import Finding, Fix, Missing, Severity
 from doctor.core.shell import command, commands
@@ -12,9 +12,11 @@ from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import NodeFacts
 from doctor.facts.pci import CLASS_NETWORK, Acs
 from doctor.facts.topo.matrix import NVLINK, Topology
+from doctor.facts.topo.nvml import NvmlGpu
 from doctor.facts.topo.topology import TopoFacts
 from doctor.facts.topo.view import GDR_DEFAULT_LEVEL, gdr_allowed
 from doctor.judge.drift import drift_findings, need_drift
+from doctor.judge.thresholds import need_limit
 from doctor.plugin import Skip, cluster_check, need, node_check
 
 SHOW_TOPO = command("nvidia-smi topo -m")
@@ -137,6 +139,7 @@ def gdr_reach(facts: NodeFacts) -> Iterator[Finding]:
         "topo.nvlink.degraded": "a GPU has fewer NVLinks to its peers than the other GPUs have",
         "topo.nvlink.down": "NVML reports NVLinks that are not active on a GPU with NVLink peers",
         "topo.nvlink.recovery": "NVLinks retrained after errors since the driver loaded",
+        "topo.nvlink.errors": "a GPU's NVLinks counted replay and CRC errors past the threshold",
     },
 )
 def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
@@ -189,9 +192,9 @@ def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
             ),
             data={"down": down},
         )
+    yield from _nvlink_errors(facts, topo_facts.nvml)
     # A recovery is a link that failed and was retrained: DCGM's health watch counts a single one
-    # as an NVLink error. Replay and CRC counts matter only as rates (DCGM: 100+ CRC errors a
-    # second), which one snapshot cannot give: they are shown, not judged.
+    # as an NVLink error.
     recovered = {g.name: g.link_errors for g in topo_facts.nvml if g.link_errors.get("recovery")}
     if recovered:
         yield Finding(
@@ -210,6 +213,31 @@ def nvlink_health(facts: NodeFacts) -> Iterator[Finding]:
                 commands("nvidia-smi nvlink -e", "dcgmi diag -r 2"),
             ),
             data={"errors": recovered},
+        )
+
+
+def _nvlink_errors(facts: NodeFacts, gpus: Iterable[NvmlGpu]) -> Iterator[Finding]:
+    """Replay and CRC errors summed over each GPU's links since the driver loaded, against
+    imbue's threshold (a snapshot gives no rate: DCGM's 100 CRC errors a second needs two)."""
+    threshold = need_limit(facts, "gpu.nvlink_errors")
+    counted = {g.name: {k: v for k, v in g.link_errors.items() if k != "recovery"} for g in gpus}
+    over = {g: c for g, c in counted.items() if sum(c.values()) >= threshold.value}
+    if over:
+        yield Finding(
+            "topo.nvlink.errors",
+            Severity.WARN,
+            f"NVLinks on {', '.join(over)} counted {threshold.shown} or more replay/CRC "
+            "errors since the driver loaded: a marginal link slows NCCL's NVLink traffic",
+            evidence=(
+                *(f"{g}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for g, c in over.items()),
+                str(threshold),
+            ),
+            fix=Fix(
+                "Watch whether the counts grow during a run (nvidia-smi nvlink -e twice); if "
+                "they do, drain the node and run DCGM's diagnostics.",
+                commands("nvidia-smi nvlink -e", "dcgmi diag -r 2"),
+            ),
+            data={"threshold": "absolute", "limit": threshold.value, "errors": over},
         )
 
 

@@ -37,6 +37,8 @@ class AmdNode:
     kfd: bool = True  # False: no /sys/class/kfd (a container that hides it)
     hca: bool = False  # one RoCE HCA port (mlx5_0), its GIDs as the kernel lists them
     dmabuf_config: bool = False  # /boot/config-<release> sets RCCL's two DMA-BUF options
+    junction: dict[int, int] = field(default_factory=dict)  # GPU index → junction °C (else 45)
+    xgmi_ue: dict[int, int] = field(default_factory=dict)  # GPU index → xgmi_wafl uncorrectable
 
 
 def bdf(index: int) -> str:
@@ -123,7 +125,17 @@ def write_amd_node(root: Path, node: AmdNode) -> None:
             "xgmi_hive_info/xgmi_hive_id": "5217049339851234",
             "ras/umc_err_count": f"ue: {node.ras_ue.get(i, 0)}\nce: 0\n",
             "ras/gfx_err_count": "ue: 0\nce: 0\n",
-            "ras/xgmi_wafl_err_count": "ue: 0\nce: 2\n",
+            "ras/xgmi_wafl_err_count": f"ue: {node.xgmi_ue.get(i, 0)}\nce: 2\n",
+            # hwmon in millidegrees (Documentation/gpu/amdgpu/thermal.rst): edge, junction, mem.
+            "hwmon/hwmon3/temp1_label": "edge",
+            "hwmon/hwmon3/temp1_input": "40000",
+            "hwmon/hwmon3/temp1_crit": "100000",
+            "hwmon/hwmon3/temp2_label": "junction",
+            "hwmon/hwmon3/temp2_input": str(node.junction.get(i, 45) * 1000),
+            "hwmon/hwmon3/temp2_crit": "110000",
+            "hwmon/hwmon3/temp3_label": "mem",
+            "hwmon/hwmon3/temp3_input": "50000",
+            "hwmon/hwmon3/temp3_crit": "95000",
             "ras/gpu_vram_bad_pages": "".join(
                 f"0x{0x1000 + n:08x} : 0x00001000 : P\n"
                 for n in range(node.pending_pages.get(i, 0))

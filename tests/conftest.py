@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,13 @@ def run_probe(
 def local_raw() -> dict[str, Any]:
     """One real capture of this machine, shared by the tests that only read it."""
     return run_probe()
+
+
+@pytest.fixture
+def thresholds() -> Iterator[Callable[[dict[str, Any]], None]]:
+    """Set thresholds as doctor.toml's [thresholds] table would (doctor/judge/thresholds.py);
+    the shipped ones again after the test."""
+    from doctor.judge.thresholds import set_overrides
+
+    yield lambda table: set_overrides(table, "doctor.toml")
+    set_overrides({}, "")

@@ -92,9 +92,13 @@ def _run_app(args: list[str], explicit: Path | None) -> int:
         for line in config.notice():
             say(line)
         defaults = config.defaults(typer.main.get_command(app))
-    # The thresholds in effect: the file's, or none left from a file an earlier run here read.
+    # The thresholds of this run: the file's; the shipped ones again after it (a caller that
+    # runs the doctor in its process, as the tests do, starts every run from them).
     set_overrides(config.thresholds if config else {}, str(config.path) if config else "")
-    rv = app(args=args, prog_name="doctor", standalone_mode=False, default_map=defaults)
+    try:
+        rv = app(args=args, prog_name="doctor", standalone_mode=False, default_map=defaults)
+    finally:
+        set_overrides({}, "")
     return rv if isinstance(rv, int) else EXIT_OK
 
 

@@ -64,6 +64,6 @@ def topo(probe: ProbeSettings, shown: TopoOptions) -> int:
         facts = here("topo", probe)
         if isinstance(facts.topo, Missing):
             raise NodeUnavailable(f"topology of {facts.node}: {facts.topo.reason}")
-        view = view_of(facts.node, facts.topo)
+        view = view_of(facts.node, facts.topo, facts.rdma, facts.gpus)
     show_topology(view, shown.fmt, stdout_console())
     return EXIT_OK

@@ -35,6 +35,26 @@ class GpuHealth:
     remap_failed: bool | None = None  # a remap failed: the GPU needs servicing
     processes: tuple[GpuProcess, ...] | None = None
     fabric_state: str | None = None  # NVSwitch / multi-node NVLink fabric state
+    # Vitals (doctor/facts/nvidia/gpu_vitals.py, doctor/facts/amd/): None where not reported.
+    temperature: int | None = None  # °C now
+    slowdown_margin: int | None = None  # °C left before the GPU slows itself down for heat
+    memory_margin: int | None = None  # °C left before the memory's own limit
+    power_limit: float | None = None  # W, the cap enforced now
+    power_default: float | None = None  # W, the cap the board ships with
+    ecc_sram_corrected: int | None = None  # over the GPU's life (aggregate)
+    ecc_dram_corrected: int | None = None
+    ecc_sram_uncorrected: int | None = None
+    sram_threshold_exceeded: bool | None = None  # the driver's own SRAM error threshold
+    inforom_valid: bool | None = None
+    inforom_version: str | None = None
+    pcie_replays: int | None = None  # PCIe replays since the GPU was reset
+    app_clock: int | None = None  # MHz, the graphics applications clock set now
+    app_clock_default: int | None = None
+    app_mem_clock: int | None = None
+    app_mem_clock_default: int | None = None
+    vbios: str | None = None
+    firmware: str | None = None  # the GPU's own firmware besides the VBIOS (NVIDIA's GSP)
+    link_errors: int | None = None  # errors on the GPU-to-GPU links (AMD XGMI)
 
 
 @dataclass(frozen=True)

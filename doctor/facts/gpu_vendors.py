@@ -50,6 +50,10 @@ def amd_gpu(amd: AmdFacts, gpu: AmdGpu, index: int) -> Gpu:
         retired_pages=pages,
         retired_pending=None if pending is None else pending > 0,
         processes=_processes(amd, gpu, smi),
+        temperature=gpu.temperature,
+        slowdown_margin=gpu.temperature_margin,
+        vbios=gpu.vbios,
+        link_errors=gpu.xgmi_errors,
     )
     return Gpu(
         index=index,  # HIP orders GPUs by PCI address, as listed here

@@ -12,6 +12,7 @@ from doctor.facts.amd.model import AmdFacts
 from doctor.facts.amd.sysfs import parse_amd
 from doctor.facts.frameworks import FrameworkFacts, parse_frameworks
 from doctor.facts.gpu import GpuFacts
+from doctor.facts.gpu_bench import GpuBench, parse_gpu_bench
 from doctor.facts.gpu_vendors import parse_gpus
 from doctor.facts.host.host import HostFacts, parse_host
 from doctor.facts.kernel.log import KernelLogFacts, parse_kernel
@@ -24,6 +25,7 @@ from doctor.facts.network.rdma import RdmaFacts, parse_rdma
 from doctor.facts.nvidia.driver import DriverFacts, parse_driver
 from doctor.facts.nvidia.gpu_host import GpuHostFacts, parse_gpu_host
 from doctor.facts.pci import PciDevice, parse_pci
+from doctor.facts.pcie_link import PcieLink, parse_pcie_links
 from doctor.facts.system import SystemFacts, parse_system
 from doctor.facts.topo.topology import TopoFacts, parse_topo
 
@@ -43,6 +45,7 @@ class NodeFacts:
     limits: LimitFacts | Missing
     env: dict[str, str] | Missing
     pci: list[PciDevice] | Missing
+    pcie_links: dict[str, PcieLink] | Missing
     topo: TopoFacts | Missing
     peers: PeerFacts | Missing
     net: NetFacts | Missing
@@ -51,6 +54,7 @@ class NodeFacts:
     driver: DriverFacts | Missing
     gpus: GpuFacts | Missing
     gpu_host: GpuHostFacts | Missing
+    gpu_bench: GpuBench | Missing
     amd: AmdFacts | Missing
     mpi: MpiFacts | Missing
     frameworks: FrameworkFacts | Missing
@@ -85,10 +89,12 @@ PARSERS: dict[str, Callable[[Capture], Any]] = {
     "limits": parse_limits,
     "env": _env,
     "pci": parse_pci,
+    "pcie_links": parse_pcie_links,
     "nccl": parse_nccl,
     "driver": parse_driver,
     "gpus": parse_gpus,
     "gpu_host": parse_gpu_host,
+    "gpu_bench": parse_gpu_bench,
     "amd": parse_amd,
     "mpi": parse_mpi,
     "frameworks": parse_frameworks,
@@ -104,5 +110,5 @@ FACT_AREAS: tuple[str, ...] = tuple(PARSERS)
 
 
 def parse_node(node: str, cap: Capture) -> NodeFacts:
-    areas = {area: guarded(parse, cap, area) for area, parse in PARSERS.items()}
+    areas: dict[str, Any] = {area: guarded(parse, cap, area) for area, parse in PARSERS.items()}
     return NodeFacts(node=node, capture=cap, **areas)

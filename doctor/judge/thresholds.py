@@ -10,172 +10,117 @@ Users override any of them in ``doctor.toml`` (or ``[tool.cluster-doctor]`` in p
 
     [thresholds.host]
     disk_free_pct = 10         # every profile
-    [thresholds."gpu.some_floor"]
-    H100 = 400                 # one profile of a row that has profiles
+    [thresholds.rdma]
+    ib_rate_gbps = 200         # an NDR200 fabric
+    [thresholds."allreduce.busbw_gbps"]
+    "H100 SXM" = 440           # one GPU model of a row that has them (SKUS)
 
-doctor/cli/config.py reads the table once per command (``set_overrides``); a name that is no row
-of the table is a usage error, so a typo never passes for a setting.
+doctor/cli/main.py hands the table over once per run (``set_overrides``); a name that is no row
+of the table is a usage error, so a typo never passes for a setting. A check reads a value with
+``limit(facts, name)`` (its node's GPU model decides a row's profile) or ``threshold(name)``, and
+quotes the ``Limit`` in its evidence: the value, absolute or relative, and where it came from.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from doctor.core.errors import UsageError
+from doctor.core.model import Missing
+from doctor.judge.threshold_table import SKUS, THRESHOLDS, Kind, Sku, Threshold
 
-Kind = Literal["absolute", "relative"]
+if TYPE_CHECKING:
+    from doctor.facts.node import NodeFacts
+
+
 ALL_PROFILES = "*"  # the key of an override that applies whatever the profile
+BY_NAME: dict[str, Threshold] = {t.name: t for t in THRESHOLDS}
+
+
+# Overrides from the config file: threshold name -> profile (or ALL_PROFILES) -> value; and the
+# file they came from. Set once per run (doctor/cli/main.py), as the output settings are.
+_overrides: dict[str, dict[str, float]] = {}
+_source: list[str] = [""]
 
 
 @dataclass(frozen=True)
-class Threshold:
-    name: str  # "host.disk_free_pct": the area, then the setting
-    default: float
-    unit: str  # "%", "GiB", "s", "count"
+class Limit:
+    """A threshold's value in effect and where it came from, as a finding quotes it."""
+
+    name: str
+    value: float
+    unit: str
     kind: Kind
-    meaning: str  # what crossing it means, one line
-    source: str  # where the default comes from (a peer's file, a document, or our reason)
-    profiles: Mapping[str, float] = field(default_factory=dict)
+    source: str  # "" for the default, "the H100 SXM profile", or the config file that set it
+
+    @property
+    def shown(self) -> str:
+        """20000000 → '20,000,000'; 0.9 → '0.9'."""
+        return f"{int(self.value):,}" if self.value.is_integer() else f"{self.value:g}"
+
+    def __str__(self) -> str:
+        where = f"; {self.source}" if self.source else ""
+        return f"{self.name} = {self.shown} {self.unit} ({self.kind}{where})"
 
 
-THRESHOLDS: tuple[Threshold, ...] = (
-    Threshold(
-        "host.disk_free_pct",
-        5.0,
-        "%",
-        "absolute",
-        "a filesystem the job writes to (/, /tmp, /dev/shm, $HOME, --path, --mount) has less "
-        "free space than this: warn",
-        "imbue-ai/cluster-health health_checks/health_checks.py DiskSpace (at least 5 % free)",
-    ),
-    Threshold(
-        "host.disk_full_pct",
-        1.0,
-        "%",
-        "absolute",
-        "less free space than this: the filesystem is full, fail",
-        "ours: at 1 % (df's 99 %) a checkpoint, a core dump or NCCL's /dev/shm segment no "
-        "longer fits; the 5 % warning above leaves room to act first",
-    ),
-    Threshold(
-        "host.inodes_free_pct",
-        5.0,
-        "%",
-        "absolute",
-        "a filesystem has fewer free inodes than this: warn (none left: fail)",
-        "LBNL NHC scripts/lbnl_fs.nhc check_fs_inodes, with imbue's 5 % for space applied to "
-        "inodes (NHC publishes no default)",
-    ),
-    Threshold(
-        "host.path_timeout_s",
-        3.0,
-        "s",
-        "absolute",
-        "a path that has not answered statvfs/access in this many seconds hangs (a stuck NFS "
-        "server): its child is abandoned and the path fails",
-        "ours: NFS's own major timeout is 60 s (nfs(5) timeo=600), far beyond a preflight; a "
-        "local or healthy network filesystem answers in milliseconds",
-    ),
-    Threshold(
-        "host.swap_used_pct",
-        5.0,
-        "%",
-        "absolute",
-        "swap in use above this share of RAM: the node is paging, warn",
-        "ours: AzHC, LBNL NHC and imbue want swap off altogether (check_hw_swap, Swap); swap "
-        "that is on but unused only slows nothing, so only its use warns",
-    ),
-    Threshold(
-        "host.mem_available_pct",
-        10.0,
-        "%",
-        "absolute",
-        "MemAvailable below this share of MemTotal before the job starts: warn",
-        "ours: LBNL NHC check_hw_mem_free and AMD Primus's low-available-memory check take the "
-        "limit as an argument; 10 % is what page cache and a leftover process leave on an "
-        "otherwise idle node",
-    ),
-    Threshold(
-        "host.load_ratio",
-        3.0,
-        "x",
-        "relative",
-        "a node's 5-minute load per CPU is this many times the median node's (and above 1 per "
-        "CPU): it is busy with something else, warn",
-        "ours: LBNL NHC check_ps_loadavg takes absolute limits per site; compared across nodes "
-        "a cluster-wide load (a loaded test bed, a shared machine) blames no node",
-    ),
-    Threshold(
-        "host.memory_drift_pct",
-        5.0,
-        "%",
-        "relative",
-        "a node's MemTotal is this much below the median node's: a DIMM is missing, warn",
-        "ours: one DIMM of 16 is 6.25 % of RAM; firmware reservations differ by far less "
-        "(AzHC/NHC check_hw_physmem take absolute bounds)",
-    ),
-    Threshold(
-        "host.dstate_seconds",
-        0.5,
-        "s",
-        "absolute",
-        "a process in uninterruptible sleep (D) at two looks this far apart is stuck: warn",
-        "ours: a disk read leaves D within milliseconds; GCM check-dstate samples the same "
-        "state field of /proc/<pid>/stat",
-    ),
-    Threshold(
-        "kernel.aer_corrected_max",
-        480.0,
-        "count",
-        "absolute",
-        "corrected PCIe (AER) errors in the kernel log's window above this: warn",
-        "NVIDIA DCGM nvvs/plugin_src/pcie/Pcie.cpp aer_threshold 480 (32 a minute for 15 minutes)",
-    ),
-    Threshold(
-        "kernel.memory_ce_max",
-        100.0,
-        "count",
-        "absolute",
-        "corrected memory errors (EDAC CE, corrected APEI/GHES records) in the window above "
-        "this: warn",
-        "ours: LBNL NHC check_hw_mcelog fails on any; a DIMM that corrects a few errors over "
-        "its life is healthy, one that corrects hundreds is about to fail",
-    ),
-)
-BY_NAME: dict[str, Threshold] = {t.name: t for t in THRESHOLDS}
+def lookup(name: str, profile: str | None = None) -> Limit | None:
+    """The value in effect: the config's for this profile, the config's for every profile, the
+    table's for this profile, the table's default; None where none is (a row of profiles only)."""
+    row = BY_NAME[name]  # a KeyError here is a check naming a row that does not exist
+    given = _overrides.get(name, {})
+    found: tuple[float, str] | None = None
+    if profile is not None and profile in given:
+        found = given[profile], _source[0]
+    elif ALL_PROFILES in given:
+        found = given[ALL_PROFILES], _source[0]
+    elif profile is not None and profile in row.profiles:
+        found = row.profiles[profile], f"the {profile} profile"
+    elif row.default is not None:
+        found = row.default, ""
+    return None if found is None else Limit(name, found[0], row.unit, row.kind, found[1])
 
-# Overrides from the config file: threshold name -> profile (or ALL_PROFILES) -> value.
-_overrides: dict[str, dict[str, float]] = {}
+
+def need(name: str, profile: str | None = None) -> Limit:
+    """A threshold with a default: its absence is a bug in the table."""
+    found = lookup(name, profile)
+    if found is None:
+        raise KeyError(f"threshold {name!r} has no default")
+    return found
 
 
 def threshold(name: str, profile: str | None = None) -> float:
-    """The value in effect: the config's for this profile, the config's for every profile, the
-    table's for this profile, the table's default."""
-    row = BY_NAME[name]  # a KeyError here is a check naming a row that does not exist
-    given = _overrides.get(name, {})
-    if profile is not None and profile in given:
-        return given[profile]
-    if ALL_PROFILES in given:
-        return given[ALL_PROFILES]
-    if profile is not None and profile in row.profiles:
-        return row.profiles[profile]
-    return row.default
-
-
-def overridden(name: str) -> bool:
-    """Whether the config file sets this threshold (a finding says where its limit came from)."""
-    return name in _overrides
+    return need(name, profile).value
 
 
 def described(name: str, profile: str | None = None) -> str:
     """'host.disk_free_pct = 5 % (absolute)', for a finding's evidence."""
-    row = BY_NAME[name]
-    value = threshold(name, profile)
-    where = ", doctor.toml" if overridden(name) else ""
-    return f"{name} = {value:g} {row.unit} ({row.kind}{where})"
+    return str(need(name, profile))
+
+
+def sku_of(facts: NodeFacts) -> Sku | None:
+    """The GPU model of the node: the first whose name every NVIDIA GPU of it matches."""
+    gpus = facts.gpus
+    if isinstance(gpus, Missing) or not gpus.gpus:
+        return None
+    names = [g.name.lower() for g in gpus.gpus if g.vendor == "nvidia"]
+    for sku in SKUS:
+        if names and all(any(m.lower() in n for m in sku.match) for n in names):
+            return sku
+    return None
+
+
+def limit(facts: NodeFacts, name: str) -> Limit | None:
+    """The threshold ``name`` for this node, its GPU model's where the row has one."""
+    sku = sku_of(facts)
+    return lookup(name, sku.name if sku else None)
+
+
+def need_limit(facts: NodeFacts, name: str) -> Limit:
+    sku = sku_of(facts)
+    return need(name, sku.name if sku else None)
 
 
 def set_overrides(table: Mapping[str, Any], source: str) -> None:
@@ -185,6 +130,7 @@ def set_overrides(table: Mapping[str, Any], source: str) -> None:
     _walk(table, "", parsed, source)
     _overrides.clear()
     _overrides.update(parsed)
+    _source[0] = source
 
 
 def _walk(

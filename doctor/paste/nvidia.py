@@ -10,9 +10,11 @@ per node. Nothing is parsed here: the text goes where the probe would have put i
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Any
 
 from doctor.facts.nvidia.driver import NVCC, PROC_VERSION
+from doctor.facts.nvidia.gpu_vitals import INFOROM_CORRUPT, WARNING_SLOT
 from doctor.facts.nvidia.gpus import CSV_FIELDS
 from doctor.facts.nvidia.smi import CSV, QUERY, TABLE, XML, XML_ARGV
 from doctor.facts.nvidia.smi_tree import LOG_TITLE
@@ -63,6 +65,13 @@ def _nvlink(text: str) -> dict[str, Any]:
 
 NVIDIA_KINDS: list[Kind] = [
     Kind(
+        "nvidia-smi warning",
+        lambda line: INFOROM_CORRUPT.search(line) is not None,
+        lambda text: _command(
+            f"{WARNING_SLOT}:{zlib.crc32(text.encode()):08x}", ("nvidia-smi",), text
+        ),
+    ),
+    Kind(
         "nvidia-smi",
         lambda line: _TABLE.search(line) is not None,
         lambda text: _command(TABLE, ("nvidia-smi",), text),
@@ -97,6 +106,7 @@ NVIDIA_KINDS: list[Kind] = [
 ]
 
 DESCRIPTIONS = {
+    "nvidia-smi warning": "the warning nvidia-smi prints before any output: a corrupted InfoROM",
     "nvidia-smi": "the default table (old, classic, wide, MIG layouts): GPUs, driver and CUDA",
     "nvidia-smi -q": "the full text report: GPUs and their health (ECC, PCIe, throttling, modes)",
     "nvidia-smi -q -x": "the full report as XML: GPUs and their health",

@@ -1,19 +1,24 @@
-"""Pasted `ibstat`, `ibv_devinfo` (-v), `rdma link`, `ibdev2netdev`, `show_gids` into RDMA sysfs.
+"""Pasted `ibstat`, `ibv_devinfo` (-v), `rdma link`, `ibdev2netdev`, `show_gids`, `perfquery` and
+`grep . /sys/class/infiniband/...` into RDMA sysfs.
 
 The probe reads /sys/class/infiniband (doctor/facts/network/rdma.py), the files these tools read too
 (libibumad and the kernel's verbs sysfs): each paste is written back into the entries it came
-from, in the kernel's own notation ("4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X)", "RoCE v2"), and
-only what it shows. `ibdev2netdev` shows which netdev an HCA port drives but not the port's
-state; /dev/infiniband and libibverbs are never shown by any of them and stay absent.
+from, in the kernel's own notation ("4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)", "RoCE v2"),
+and only what it shows. `ibdev2netdev` shows which netdev an HCA port drives but not the port's
+state; /dev/infiniband and libibverbs are never shown by any of them and stay absent. `perfquery`
+names a port by its LID only: its text goes to a slot of its own and the facts put its counters
+on the port with that LID (doctor/facts/network/ib_counters.py).
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Any
 
+from doctor.facts.network.ib_counters import PERFQUERY_SLOT
 from doctor.facts.network.rdma import ROOT
-from doctor.paste.kind import Kind, matcher
+from doctor.paste.kind import Kind, command, matcher
 
 # include/rdma/ib_verbs.h enum ib_port_state, and the names sysfs prints for it.
 _STATES = {"NOP": 0, "DOWN": 1, "INIT": 2, "INITIALIZING": 2, "ARMED": 3, "ACTIVE": 4}
@@ -30,6 +35,13 @@ _PHYS = (
     "PhyTest",
 )
 _GID_TYPES = {"v1": "IB/RoCE v1", "v2": "RoCE v2"}
+# ibv_devinfo's active_speed codes (include/infiniband/verbs.h enum ibv_port_speed; devinfo.c
+# prints "100.0 Gbps (128)") and, where an old one prints no code, each lane's Gb/s → the
+# generation the kernel's rate names (drivers/infiniband/core/sysfs.c rate_show).
+_SPEED_CODES = {1: "SDR", 2: "DDR", 4: "QDR", 8: "FDR10", 16: "FDR", 32: "EDR", 64: "HDR"}
+_SPEED_CODES.update({128: "NDR", 256: "XDR"})
+_LANE_SPEEDS = {2.5: "SDR", 5.0: "DDR", 10.0: "QDR", 14.0: "FDR", 25.0: "EDR", 50.0: "HDR"}
+_LANE_SPEEDS.update({100.0: "NDR", 200.0: "XDR"})
 
 
 class _Sysfs:
@@ -111,6 +123,8 @@ def parse_ibstat(text: str) -> dict[str, Any]:
         key, value = _value(line)
         if key == "firmware version" and value:
             sysfs.files[f"{ROOT}/{hca}/fw_ver"] = value
+        elif key == "ca type" and value:
+            sysfs.files[f"{ROOT}/{hca}/hca_type"] = value
         elif not value:
             continue
         elif key == "state" and (state := _state(value)):
@@ -121,8 +135,11 @@ def parse_ibstat(text: str) -> dict[str, Any]:
             sysfs.files[f"{port}/phys_state"] = phys
         elif port is None:
             continue
-        elif key == "rate" and re.fullmatch(r"\d+(?:\.\d+)?", value):
-            sysfs.files[f"{port}/rate"] = f"{value} Gb/sec"
+        elif key == "rate" and (rate := re.fullmatch(r"(\d+(?:\.\d+)?)\s*(\(FDR10\))?", value)):
+            # ibstat prints the rate alone (the width is not shown), "(FDR10)" after an FDR10 one.
+            sysfs.files[f"{port}/rate"] = f"{rate[1]} Gb/sec" + (" (4X FDR10)" if rate[2] else "")
+        elif key == "base lid" and value.isdigit():
+            sysfs.files[f"{port}/lid"] = hex(int(value))
         elif key == "link layer":
             sysfs.files[f"{port}/link_layer"] = _link_layer(value)
     return sysfs.fragment()
@@ -138,6 +155,7 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
     hca = port = None
     width: dict[str, int] = {}
     speed: dict[str, float] = {}
+    generation: dict[str, str] = {}
     for line in text.splitlines():
         if gid := _GID.match(line):
             if port is not None:
@@ -157,6 +175,8 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
             sysfs.files[f"{ROOT}/{hca}/fw_ver"] = value
         elif key == "board_id":
             sysfs.files[f"{ROOT}/{hca}/board_id"] = value
+        elif key == "vendor_part_id" and value.isdigit():
+            sysfs.files[f"{ROOT}/{hca}/hca_type"] = f"MT{value}"
         elif key == "port" and value.isdigit():
             port = sysfs.port(hca, value)
         elif key == "state" and (state := _state(value.split()[0])):
@@ -173,9 +193,16 @@ def parse_ibv_devinfo(text: str) -> dict[str, Any]:
             width[port] = int(w[1])
         elif key == "active_speed" and (s := _SPEED.match(value)):
             speed[port] = float(s[1])
+            code = re.search(r"\((\d+)\)", value)
+            name = _SPEED_CODES.get(int(code[1])) if code else _LANE_SPEEDS.get(float(s[1]))
+            if name:
+                generation[port] = name
+        elif key == "port_lid" and value.isdigit():
+            sysfs.files[f"{port}/lid"] = hex(int(value))
     for port, lanes in width.items():
-        if port in speed:  # sysfs: "200 Gb/sec (4X HDR)"; the generation is not shown here
-            sysfs.files[f"{port}/rate"] = f"{lanes * speed[port]:g} Gb/sec ({lanes}X)"
+        if port in speed:  # sysfs: "200 Gb/sec (4X HDR)"
+            gen = f" {generation[port]}" if port in generation else ""
+            sysfs.files[f"{port}/rate"] = f"{lanes * speed[port]:g} Gb/sec ({lanes}X{gen})"
     return sysfs.fragment()
 
 
@@ -232,6 +259,56 @@ def parse_show_gids(text: str) -> dict[str, Any]:
     return sysfs.fragment()
 
 
+def parse_perfquery_text(text: str) -> dict[str, Any]:
+    """The text as it was, in a slot of its own: the facts put its counters on the port with the
+    LID its header names once every segment is merged."""
+    slot = f"{PERFQUERY_SLOT}:{zlib.crc32(text.encode()):08x}"
+    return {"commands": {slot: command(["perfquery"], text, "pasted")}}
+
+
+# `grep . /sys/class/infiniband/*/ports/*/counters/*` (or `grep -H`, `head`): path:value lines.
+_SYSFS_LINE = re.compile(r"^\s*(?P<path>/sys/class/infiniband/[\w.:/-]+?):(?P<value>.*)$")
+
+
+def parse_sysfs_lines(text: str) -> dict[str, Any]:
+    sysfs = _Sysfs()
+    for line in text.splitlines():
+        m = _SYSFS_LINE.match(line)
+        if m is None or "/../" in m["path"] or m["path"].endswith("/"):
+            continue
+        parts = m["path"].split("/")
+        for depth in range(4, len(parts)):  # every folder above the file lists what is below
+            sysfs.listed("/".join(parts[:depth]), parts[depth])
+        sysfs.files[m["path"]] = m["value"].strip()
+    return sysfs.fragment()
+
+
+# ibstatus (infiniband-diags/scripts/ibstatus) prints the sysfs files themselves, a port a block.
+_IBSTATUS = re.compile(r"^\s*Infiniband device '(?P<dev>[^']+)' port (?P<port>\d+) status:")
+_IBSTATUS_FILES = {
+    "base lid": "lid",
+    "sm lid": "sm_lid",
+    "state": "state",
+    "phys state": "phys_state",
+    "rate": "rate",
+    "link_layer": "link_layer",
+}
+
+
+def parse_ibstatus(text: str) -> dict[str, Any]:
+    sysfs = _Sysfs()
+    port = None
+    for line in text.splitlines():
+        if m := _IBSTATUS.match(line):
+            port = sysfs.port(m["dev"], m["port"])
+            continue
+        key, value = _value(line)
+        name = _IBSTATUS_FILES.get(key)
+        if port is not None and name and value and value != "unknown":
+            sysfs.files[f"{port}/{name}"] = _link_layer(value) if name == "link_layer" else value
+    return sysfs.fragment()
+
+
 RDMA_KINDS = [
     Kind("ibstat", matcher(r"\s*CA '[^']+'\s*$"), parse_ibstat),
     # "hca_id:\tmlx4_0", or "hca_id:mlx4_0" where a copy lost the tabs devinfo.c separates
@@ -244,6 +321,16 @@ RDMA_KINDS = [
         lambda line: bool(_SHOW_GIDS_HEADER.match(line) or _SHOW_GIDS_ROW.match(line)),
         parse_show_gids,
     ),
+    Kind("ibstatus", lambda line: _IBSTATUS.match(line) is not None, parse_ibstatus),
+    Kind(
+        "perfquery",
+        matcher(r"\s*#\s*Port (?:extended )?counters:"),
+        parse_perfquery_text,
+        hash_lines=True,
+    ),
+    Kind(
+        "/sys/class/infiniband files", lambda line: bool(_SYSFS_LINE.match(line)), parse_sysfs_lines
+    ),
 ]
 DESCRIPTIONS = {
     "ibstat": "`ibstat`: HCAs, firmware, port state, physical state, rate, link layer",
@@ -251,4 +338,9 @@ DESCRIPTIONS = {
     "rdma link": "`rdma link`: port state, physical state and netdev per HCA port",
     "ibdev2netdev": "`ibdev2netdev`: the netdev each HCA port drives (not the port's state)",
     "show_gids": "`show_gids`: RoCE GIDs, their version (v1/v2) and netdev",
+    "ibstatus": "`ibstatus`: each port's state, physical state, rate with width and generation, "
+    "LID, link layer (the sysfs files themselves)",
+    "perfquery": "`perfquery` (`-x` too): a port's error counters, put on the port with its LID",
+    "/sys/class/infiniband files": "`grep . /sys/class/infiniband/*/ports/*/{rate,state,"
+    "counters/*}`: the files themselves (path:value lines)",
 }

@@ -6,7 +6,7 @@ error line, one line in DESCRIPTIONS.
 
 from __future__ import annotations
 
-from doctor.paste import amd, env, host, mpi, nccl, net, nvidia, rdma
+from doctor.paste import amd, env, host, mpi, nccl, net, nvidia, pci, rdma
 from doctor.paste.kind import Kind
 
 # Most specific first: an NCCL log line is tried before the looser shapes (`NAME=value`).
@@ -18,6 +18,7 @@ KINDS: list[Kind] = [
     *host.HOST_KINDS,  # after NCCL's: a job's log stamped "[1732000000.104]" is not dmesg
     *net.NET_KINDS,
     *rdma.RDMA_KINDS,
+    *pci.PCI_KINDS,
     *env.ENV_KINDS,
 ]
 DESCRIPTIONS: dict[str, str] = {
@@ -28,6 +29,7 @@ DESCRIPTIONS: dict[str, str] = {
     **net.DESCRIPTIONS,
     **rdma.DESCRIPTIONS,
     **host.DESCRIPTIONS,
+    **pci.DESCRIPTIONS,
     **env.DESCRIPTIONS,
 }
 

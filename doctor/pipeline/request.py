@@ -131,6 +131,15 @@ class ProbeSettings:
             if not path.startswith("/"):
                 raise UsageError(f"--path/--mount: {path!r} is not an absolute path")
 
+    gpu_tests: Annotated[
+        bool,
+        flag(
+            "--gpu-tests/--no-gpu-tests",
+            help="Run short GPU tests on each node (about a minute, bounded): the node's own "
+            "allreduce over NVLink at 256 MB-4 GB, a GEMM, memory, host and P2P bandwidth.",
+        ),
+    ] = False
+
 
 @dataclass(frozen=True)
 class StageSettings:

@@ -47,6 +47,7 @@ from doctor.pipeline.request import AllreduceSettings, Request, parse_since
 from doctor.stages.collect import gather
 from doctor.stages.mesh import run_mesh
 from doctor.stages.pairs import Sampling
+from doctor.stages.probe import GPU_TESTS_SECONDS
 from doctor.stages.reach import run_reach
 
 if TYPE_CHECKING:
@@ -99,7 +100,9 @@ def probe_spec(request: Request, resolve: list[str]) -> dict[str, Any]:
         for name, argv in spec.probe_commands.items():
             commands[f"{spec.id}:{name}"] = list(argv)
     out: dict[str, Any] = {
-        "deadline": request.probe.deadline,
+        # The GPU tests run inside the probe, in their own budget on top of its deadline.
+        "deadline": request.probe.deadline + (GPU_TESTS_SECONDS if request.probe.gpu_tests else 0),
+        "gpu_tests": request.probe.gpu_tests,
         "torch": request.probe.torch,
         "files": sorted(files),
         "commands": commands,
@@ -121,7 +124,8 @@ def run(request: Request, watcher: Watcher | None = None) -> Report:
             return run_connected(request, nodes, transport, watcher)
     baseline = load_baseline(request.baseline) if request.baseline is not None else None
     probed = {n: parse_node(n, c) for n, c in request.captures.items()}
-    return _judged(request, ClusterFacts(nodes=derive(probed, NOT_TESTED), baseline=baseline))
+    derived = derive(probed, NOT_TESTED)
+    return _judged(request, ClusterFacts(nodes=derived, baseline=baseline))
 
 
 def run_connected(

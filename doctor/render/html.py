@@ -17,6 +17,7 @@ from doctor.core.nodeset import compact, group_nodes
 from doctor.core.printable import printable
 from doctor.render.checklist import fold_checks
 from doctor.render.figures import as_dict, as_list, counted
+from doctor.render.figures.devices import build_devices
 from doctor.render.figures.grid import build_grid, mesh_messages, reach_messages
 from doctor.render.figures.nic_choice import build_choice
 from doctor.render.figures.runs import build_allreduce
@@ -134,6 +135,7 @@ def render_html(document: dict[str, Any]) -> str:
             choice=build_choice(document.get("nics"), findings),
             graphs=graphs,
             undrawn=compact(undrawn),
+            devices=build_devices(nodes),
             allreduce=build_allreduce(allreduce),
             plot=build_plot(allreduce, document.get("nics")),
             nccl=[as_dict(row) for row in as_list(document.get("nccl"))],

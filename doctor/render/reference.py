@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from doctor.judge.thresholds import THRESHOLDS
+from doctor.judge.threshold_table import SKUS, THRESHOLDS
 from doctor.plugin import CheckSpec
 
 REGENERATE = "CLUSTER_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 doctor checks reference > docs/checks.md"
@@ -49,6 +49,7 @@ def render_reference(specs: Iterable[CheckSpec]) -> str:
             lines += [f"Fix: {fix.text}", ""]
             if fix.commands:
                 lines += ["```sh", *fix.commands, "```", ""]
+    lines += _thresholds()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -67,10 +68,19 @@ def _thresholds() -> list[str]:
         "|---|---|---|---|---|",
     ]
     for t in THRESHOLDS:
-        default = f"{t.default:g} {t.unit}".strip()
+        default = "none" if t.default is None else f"{t.default:g} {t.unit}".strip()
         if t.profiles:
             default += " (" + ", ".join(f"{p}: {v:g}" for p, v in t.profiles.items()) + ")"
         lines.append(f"| `{t.name}` | {default} | {t.kind} | {t.meaning} | {t.source} |")
+    lines += [
+        "",
+        "A row of values per GPU model takes the model's value where its GPUs match (every NVIDIA "
+        "GPU of the node holds one of the names):",
+        "",
+        "| GPU model | Matches | Source |",
+        "|---|---|---|",
+        *(f"| {k.name} | {', '.join(k.match)} | {k.source} |" for k in SKUS),
+    ]
     return [*lines, ""]
 
 

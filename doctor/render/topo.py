@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -84,8 +85,43 @@ def render_topology(view: TopoView, out: Console) -> None:
             out.print(f"  {line}", highlight=False)
     elif not topo.nics:
         out.print("\nno NIC found")
+    if view.ports:
+        out.print("\nRDMA ports (rate, width, error counters):")
+        for port in view.ports:
+            out.print(f"  {_port_line(port)}", highlight=False)
+    if view.gpus:
+        out.print("\nGPUs (temperature, margin to slowdown, power cap, firmware):")
+        for vitals in view.gpus:
+            out.print(f"  {_gpu_line(vitals)}", highlight=False)
     for note in view.notes:
         out.print(f"note: {note}", highlight=False)
+
+
+def _port_line(row: dict[str, Any]) -> str:
+    lanes = f" ({row['width']}X {row['speed'] or ''}".rstrip() + ")" if row["width"] else ""
+    rate = f"{row['rate_gbps']:g} Gb/s{lanes}" if row["rate_gbps"] else "rate ?"
+    counted = row["errors"]
+    errors = "counters not read" if counted is None else "no errors counted"
+    if counted:
+        errors = ", ".join(f"{k} {v}" for k, v in counted.items())
+    return (
+        f"{row['port']:<14} {row['model'] or '?':<8} {row['state']:<7} {row['link_layer']:<10} "
+        f"{rate:<22} fw {row['firmware'] or '?'}  {errors}"
+    )
+
+
+def _gpu_line(row: dict[str, Any]) -> str:
+    def shown(value: Any, unit: str) -> str:
+        return "?" if value is None else f"{value:g} {unit}"
+
+    power = shown(row["power_limit"], "W")
+    if row["power_default"] is not None:
+        power += f" of {row['power_default']:g} W"
+    return (
+        f"{row['gpu']:<6} {row['name']:<24} {shown(row['temperature'], '°C'):>6}, "
+        f"{shown(row['slowdown_margin'], '°C')} to slowdown, {power}, "
+        f"VBIOS {row['vbios'] or '?'}, GSP {row['firmware'] or '?'}"
+    )
 
 
 def show_topology(view: TopoView, fmt: TopoFormat, out: Console) -> None:

@@ -57,6 +57,9 @@ ENV_PREFIXES = (
     "PRTE_",
     "UCX_",
     "CUDA_",
+    "NSIGHT_CUDA_DEBUGGER",
+    "COMPUTE_PROFILE",
+    "OPENCL_PROFILE",
     "NVIDIA_",
     "HSA_",
     "HIP_",
@@ -109,6 +112,9 @@ class Probe(object):
         self.values = {}
         self.sections = {}
         self._lock = threading.Lock()
+        # The RDMA counter files collect_rdma read, and when: second_sample reads them again.
+        self.counter_paths = []  # type: List[str]
+        self.counters_read = 0.0
 
     # -- readers -------------------------------------------------------------------------
     def read(self, path, limit=MAX_FILE_BYTES):
@@ -281,6 +287,9 @@ def collect_env(p):
     p.value("env", captured)
 
 
+PCI_LINK_ATTRS = ("current_link_width", "max_link_width", "current_link_speed", "max_link_speed")
+
+
 def _config_hex(device):
     with open(device + "/config", "rb") as handle:
         return binascii.hexlify(handle.read(4096)).decode("ascii")
@@ -304,6 +313,9 @@ def collect_pci(p):
         gpu = klass[:4] in ("0x03", "0x12") and vendor in (NVIDIA_VENDOR, AMD_VENDOR)
         if isinstance(real, str) and (klass.startswith("0x02") or gpu):
             above.update(real.split("/")[:-1])
+        if klass.startswith("0x02") or gpu:  # the link each GPU and NIC trained at
+            for attr in PCI_LINK_ATTRS:
+                p.read(path + "/" + attr)
     for dev in devices:
         path = root + "/" + dev
         if dev in above and (p.read(path + "/class") or "").startswith("0x0604"):
@@ -576,18 +588,33 @@ def collect_net(p):
         p.read(path)
 
 
+# Kernel modules whose presence (a /sys/module/<name> folder, no lsmod) the RDMA facts read.
+RDMA_MODULES = ("nvidia_peermem", "nv_peer_mem", "gdrdrv", "mlx5_core", "mlx5_ib", "ib_core", "efa")
+COUNTER_BYTES = 64  # a counter file holds one number
+
+
 def collect_rdma(p):
     """RDMA devices from sysfs (no ibstat), the verbs device nodes, GPUDirect RDMA modules."""
+    counters = []
+    efa = False
     for hca in p.listdir(IB_ROOT) or []:
         base = IB_ROOT + "/" + hca
         for attr in ("node_type", "fw_ver", "hca_type", "board_id"):
             p.read(base + "/" + attr)
         p.readlink(base + "/device")
         p.listdir(base + "/device/net")
+        efa = (p.readlink(base + "/device/driver") or "").endswith("/efa") or efa
         for port in p.listdir(base + "/ports") or []:
             pbase = base + "/ports/" + port
-            for attr in ("state", "phys_state", "rate", "link_layer"):
+            for attr in ("state", "phys_state", "rate", "link_layer", "lid"):
                 p.read(pbase + "/" + attr)
+            # The error counters, read now and again as the probe ends (second_sample): their
+            # growth over the probe's own time is a rate that costs no extra second.
+            for folder in ("counters", "hw_counters"):
+                for name in p.listdir(pbase + "/" + folder) or []:
+                    path = pbase + "/" + folder + "/" + name
+                    if p.read(path, COUNTER_BYTES) is not None:
+                        counters.append(path)
             for idx in p.listdir(pbase + "/gids") or []:
                 gid = p.read(pbase + "/gids/" + idx)
                 # Empty slots (all zeros) have no attributes; reading them only fails.
@@ -604,6 +631,16 @@ def collect_rdma(p):
     ):
         p.read(path)
 
+    for module in RDMA_MODULES:
+        folder = "/sys/module/" + module
+        if p.value("exists:" + folder, lambda f=folder: os.path.isdir(p.root + f)):
+            p.read(folder + "/version")
+    fi_info = which("fi_info") or ("/opt/amazon/efa/bin/fi_info" if efa else None)
+    if efa and fi_info and os.path.exists(fi_info):
+        p.run("fi_info:efa", [fi_info, "-p", "efa"])
+    p.counter_paths = counters
+    p.counters_read = time.monotonic()
+
     def verbs():
         import ctypes
 
@@ -611,6 +648,22 @@ def collect_rdma(p):
         return True
 
     p.value("load:libibverbs.so.1", verbs)
+
+
+def second_sample(p):
+    """The RDMA counters read again: the section read them first, the probe's other sections ran
+    since, so the interval is the probe's own (a second or so on a GPU node), not added time."""
+    if not p.counter_paths:
+        return
+    again = {}
+    for path in p.counter_paths:
+        try:
+            with open(p.root + path, "rb") as handle:
+                again[path] = handle.read(COUNTER_BYTES).decode("ascii", "replace")
+        except (OSError, ValueError):
+            continue
+    seconds = round(time.monotonic() - p.counters_read, 4)
+    p.values["rdma:counters-later"] = {"value": {"seconds": seconds, "files": again}}
 
 
 def collect_extra(p):
@@ -833,6 +886,12 @@ def cuda_version():
     return code.value
 
 
+def nv(name, *args):
+    # A call nvidia-ml-py may not have (older releases lack the newer functions): its absence
+    # is that answer's error, not the child's end.
+    return call(lambda: getattr(pynvml, name)(*args))
+
+
 def fabric_state(pynvml, h):
     # nvmlGpuFabricInfo_t.state (Hopper and later); older GPUs raise NotSupported. nvidia-ml-py
     # fills the struct it is handed (called without one on an H100: TypeError, no state).
@@ -891,9 +950,108 @@ else:
                     for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)
                 ]),
                 "fabric_state": call(fabric_state, pynvml, h),
+                # Vitals (doctor/facts/nvidia/gpu_vitals.py). NVML_TEMPERATURE_GPU 0; thresholds
+                # NVML_TEMPERATURE_THRESHOLD_SLOWDOWN 1; NVML_CLOCK_GRAPHICS 0, MEM 2;
+                # memory locations NVML_MEMORY_LOCATION_DRAM 2, SRAM 7 (nvml.h).
+                "temperature": nv("nvmlDeviceGetTemperature", h, 0),
+                "temp_slowdown": nv("nvmlDeviceGetTemperatureThreshold", h, 1),
+                "power_limit": nv("nvmlDeviceGetEnforcedPowerLimit", h),
+                "power_default": nv("nvmlDeviceGetPowerManagementDefaultLimit", h),
+                "ecc_dram_corrected": nv("nvmlDeviceGetMemoryErrorCounter", h, 0, 1, 2),
+                "ecc_sram_corrected": nv("nvmlDeviceGetMemoryErrorCounter", h, 0, 1, 7),
+                "ecc_sram_uncorrected": nv("nvmlDeviceGetMemoryErrorCounter", h, 1, 1, 7),
+                "inforom_valid": nv("nvmlDeviceValidateInforom", h),
+                "inforom_version": nv("nvmlDeviceGetInforomImageVersion", h),
+                "pcie_replays": nv("nvmlDeviceGetPcieReplayCounter", h),
+                "app_clock": nv("nvmlDeviceGetApplicationsClock", h, 0),
+                "app_clock_default": nv("nvmlDeviceGetDefaultApplicationsClock", h, 0),
+                "app_mem_clock": nv("nvmlDeviceGetApplicationsClock", h, 2),
+                "app_mem_clock_default": nv("nvmlDeviceGetDefaultApplicationsClock", h, 2),
+                "vbios": nv("nvmlDeviceGetVbiosVersion", h),
+                "gsp_firmware": nv("nvmlDeviceGetGspFirmwareVersion", h),
             })
         call(pynvml.nvmlShutdown)
 sys.stdout.write(sys.argv[1] + json.dumps(out) + "\n")
+"""
+
+
+GPU_TESTS_MARK = "@@cluster-doctor-gpu-tests@@"
+GPU_TESTS_SECONDS = 60.0  # what --gpu-tests adds to the probe's deadline, all tests together
+# Short GPU tests through torch (only with --gpu-tests): the node's own allreduce across its GPUs
+# (torch.cuda.nccl.all_reduce: one process, NCCL over NVLink/PCIe) at 256 MB to 4 GB, and per GPU
+# a bf16 GEMM (TFLOPS, finite result), a device-to-device copy (memory bandwidth), pinned
+# host-to-device and back, and a copy to each other GPU (P2P). Each test stops where the budget
+# would be passed; results are numbers only, judged by checks/gpu_bench.py.
+GPU_TESTS_SNIPPET = r"""
+import json, sys, time
+budget, started, out = float(sys.argv[2]), time.monotonic(), {}
+MB256, GB = 256 << 20, 1 << 30
+
+
+def left():
+    return budget - (time.monotonic() - started)
+
+
+def timed(fn, sync, reps):
+    fn()
+    sync()
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - t) / reps
+
+
+try:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("torch sees no CUDA device")
+    n = torch.cuda.device_count()
+    every = lambda: [torch.cuda.synchronize(i) for i in range(n)]
+    out.update(gpus=n, name=torch.cuda.get_device_name(0), allreduce=[], per_gpu=[], p2p={})
+    for size in (MB256, GB, 4 * GB) if n > 1 else ():
+        if left() < 15:
+            break
+        try:
+            bufs = [torch.ones(size // 2, dtype=torch.float16, device=i) for i in range(n)]
+        except RuntimeError:
+            break
+        dt = timed(lambda: torch.cuda.nccl.all_reduce(bufs), every, 5)
+        busbw = size / dt / 1e9 * 2 * (n - 1) / n
+        out["allreduce"].append({"bytes": size, "seconds": dt, "busbw_gbps": busbw})
+        del bufs
+        torch.cuda.empty_cache()
+    for i in range(n):
+        if left() < 5:
+            break
+        row, one = {"index": i}, torch.cuda.synchronize
+        with torch.cuda.device(i):
+            a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=i)
+            c = torch.empty_like(a)
+            dt = timed(lambda: torch.matmul(a, a, out=c), one, 10)
+            row["tflops"], row["finite"] = 2 * 8192 ** 3 / dt / 1e12, bool(torch.isfinite(c).all())
+            x = torch.empty(GB, dtype=torch.uint8, device=i)
+            y = torch.empty_like(x)
+            row["memory_gbps"] = 2 * GB / timed(lambda: y.copy_(x), one, 5) / 1e9
+            h = torch.empty(MB256, dtype=torch.uint8).pin_memory()
+            d = torch.empty(MB256, dtype=torch.uint8, device=i)
+            row["h2d_gbps"] = MB256 / timed(lambda: d.copy_(h, non_blocking=True), one, 5) / 1e9
+            row["d2h_gbps"] = MB256 / timed(lambda: h.copy_(d, non_blocking=True), one, 5) / 1e9
+            del a, c, x, y, h, d
+        torch.cuda.empty_cache()
+        out["per_gpu"].append(row)
+    for i in range(n):
+        for j in range(n):
+            if i == j or left() < 2:
+                continue
+            src = torch.empty(MB256, dtype=torch.uint8, device=i)
+            dst = torch.empty(MB256, dtype=torch.uint8, device=j)
+            out["p2p"]["%d-%d" % (i, j)] = MB256 / timed(lambda: dst.copy_(src), every, 3) / 1e9
+            del src, dst
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+sys.stdout.write("\n" + sys.argv[1] + json.dumps(out) + "\n")
 """
 
 
@@ -918,6 +1076,10 @@ def collect_nvidia(p):
         p.commands["nvidia"] = dict(argv=[sys.executable, "-c", "<snippet>"], **skipped)
         return
     result = p.run("nvidia", argv)
+    if p.spec.get("gpu_tests"):
+        budget = GPU_TESTS_SECONDS
+        tests = [sys.executable, "-c", GPU_TESTS_SNIPPET, GPU_TESTS_MARK, str(budget)]
+        p.run("gpu-tests", tests, timeout=budget + 15.0)  # its own budget, and torch's import
     # The child prints json.dumps output: a non-empty device list reads exactly like this.
     if '"devices": [{' in (result.get("stdout") or ""):
         return
@@ -1558,6 +1720,12 @@ def collect_amd(p):
         for entry in p.listdir(device + "/ras") or []:
             if entry.endswith("_err_count") or entry in ("features", "gpu_vram_bad_pages"):
                 p.read(device + "/ras/" + entry)
+        # amdgpu's hwmon: temperatures and their critical limits, millidegrees (edge,
+        # junction, mem; Documentation/gpu/amdgpu/thermal.rst).
+        for hwmon in p.listdir(device + "/hwmon") or []:
+            for sensor in ("temp1", "temp2", "temp3"):
+                for what in ("label", "input", "crit"):
+                    p.read("%s/hwmon/%s/%s_%s" % (device, hwmon, sensor, what))
         for entry in p.listdir(device + "/fw_version") or []:  # one file per firmware block
             p.read(device + "/fw_version/" + entry)
         p.read(device + "/xgmi_hive_info/xgmi_hive_id")  # one id for every GPU of a hive
@@ -1749,6 +1917,7 @@ def collect(spec=None):
         thread.join(max(0.0, merged["deadline"] - (time.monotonic() - started)))
         if thread.is_alive():
             p.sections[name] = {"ok": False, "error": "timeout: section still running at deadline"}
+    _run_section(p, "rdma-later", second_sample)
     result = p.to_json()
     result["probe"]["seconds"] = round(time.monotonic() - started, 4)
     result["probe"]["spec"] = merged

@@ -12,6 +12,7 @@ from typing import Any
 from checks.amd import CHECKS as AMD_CHECKS
 from checks.gpu_count import count
 from checks.gpu_health import CHECKS as HEALTH_CHECKS
+from checks.gpu_vitals import CHECKS as VITALS_CHECKS
 from checks.rdma import gid_index
 from doctor.core.capture import Capture
 from doctor.core.model import Finding, Status
@@ -60,7 +61,22 @@ def _findings(checks: list, cluster: ClusterFacts) -> dict[str, Finding]:
 
 
 def test_a_healthy_amd_node_passes_every_amd_and_gpu_check() -> None:
-    assert _findings(AMD_CHECKS + HEALTH_CHECKS, fk.cluster(_facts(HEALTHY))) == {}
+    assert _findings(AMD_CHECKS + HEALTH_CHECKS + VITALS_CHECKS, fk.cluster(_facts(HEALTHY))) == {}
+
+
+def test_an_amd_gpu_near_its_junction_limit_and_xgmi_errors() -> None:
+    facts = _facts(AmdNode(junction={6: 107}, xgmi_ue={7: 1}))
+    gpus = facts.gpus.gpus  # type: ignore[union-attr]
+    assert (gpus[0].health.temperature, gpus[0].health.slowdown_margin) == (45, 65)
+    assert gpus[0].health.vbios == "113-M3000100-102"
+    found = _findings(VITALS_CHECKS, fk.cluster(facts))
+    assert set(found) == {"gpu.thermal.margin", "gpu.xgmi.errors"}
+    assert (
+        found["gpu.thermal.margin"].evidence[0]
+        == "GPU6 (0000:a5:00.0): 107 °C, 3 °C before slowdown"
+    )
+    assert found["gpu.xgmi.errors"].evidence == ("GPU7 (0000:b5:00.0): xgmi_wafl uncorrectable 1",)
+    # Corrected XGMI errors (2 on every GPU here) are the link doing its job: not named.
 
 
 def test_a_broken_amd_node_gets_each_finding_with_amd_fixes() -> None:

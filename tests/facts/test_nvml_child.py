@@ -36,17 +36,25 @@ class NVMLError_NotSupported(NVMLError):
     pass
 
 
+class NVMLError_CorruptedInforom(NVMLError):
+    pass
+
+
 GPUS = [
     dict(name=b"NVIDIA H100 80GB HBM3", uuid="GPU-11111111-2222-3333-4444-555555555555",
          bus=b"00000000:1B:00.0", persistence=1, ecc=(1, 1), unc_volatile=0, unc_aggregate=0,
          corrected=4, compute=0, mig=(0, 0), gen=(5, 5), width=(16, 16), throttle=0x1,
          retired=([], []), retired_pending=0, remapped=(0, 0, 0, 0),
-         procs=[SimpleNamespace(pid=4242, usedGpuMemory=1 << 30)], fabric=3),
+         procs=[SimpleNamespace(pid=4242, usedGpuMemory=1 << 30)], fabric=3,
+         temp=41, slowdown=87, power=(700000, 700000), sram=(12, 0), dram=3, inforom=True,
+         replays=3, clocks=(1980, 2619), vbios=b"96.00.99.00.01", gsp=b"550.90.07"),
     dict(name="Tesla V100-SXM2-32GB", uuid="GPU-66666666-7777-8888-9999-000000000000",
          bus="00000000:3B:00.0", persistence=0, ecc=(1, 1), unc_volatile=2, unc_aggregate=7,
          corrected=0, compute=3, mig=None, gen=(1, 3), width=(8, 16), throttle=0x8 | 0x40,
          retired=([0x1000], [0x2000, 0x3000]), retired_pending=1, remapped=None,
-         procs=[], fabric=None),
+         procs=[], fabric=None,
+         temp=88, slowdown=None, power=(250000, 300000), sram=None, dram=None, inforom=False,
+         replays=None, clocks=(1230, 877), vbios="88.00.4F.00.09", gsp=None),
 ]
 
 
@@ -88,6 +96,22 @@ def nvmlDeviceGetRetiredPages(h, cause): return list(_gpu(h)["retired"][cause])
 def nvmlDeviceGetRetiredPagesPendingStatus(h): return _gpu(h)["retired_pending"]
 def nvmlDeviceGetRemappedRows(h): return tuple(_maybe(_gpu(h)["remapped"]))
 def nvmlDeviceGetComputeRunningProcesses(h): return _gpu(h)["procs"]
+def nvmlDeviceGetTemperature(h, sensor): return _gpu(h)["temp"]
+def nvmlDeviceGetTemperatureThreshold(h, kind): return _maybe(_gpu(h)["slowdown"])
+def nvmlDeviceGetEnforcedPowerLimit(h): return _gpu(h)["power"][0]
+def nvmlDeviceGetPowerManagementDefaultLimit(h): return _gpu(h)["power"][1]
+def nvmlDeviceGetMemoryErrorCounter(h, error_type, counter_type, location):
+    gpu = _gpu(h)
+    return _maybe(gpu["dram"] if location == 2 else (gpu["sram"] or (None, None))[error_type])
+def nvmlDeviceValidateInforom(h):
+    if not _gpu(h)["inforom"]:
+        raise NVMLError_CorruptedInforom("Corrupted infoROM")
+def nvmlDeviceGetInforomImageVersion(h): return "G520.0200.00.05"
+def nvmlDeviceGetPcieReplayCounter(h): return _maybe(_gpu(h)["replays"])
+def nvmlDeviceGetApplicationsClock(h, clock): return _gpu(h)["clocks"][clock // 2]
+def nvmlDeviceGetVbiosVersion(h): return _gpu(h)["vbios"]
+def nvmlDeviceGetGspFirmwareVersion(h): return _maybe(_gpu(h)["gsp"])
+# No nvmlDeviceGetDefaultApplicationsClock: an older binding lacks it; its answers are errors.
 class c_nvmlGpuFabricInfo_t(ctypes.Structure):
     _fields_ = [("clusterUuid", ctypes.c_char * 16), ("status", ctypes.c_uint),
                 ("cliqueId", ctypes.c_uint32), ("state", ctypes.c_uint8)]
@@ -138,4 +162,34 @@ def test_the_child_reads_every_health_answer_through_pynvml(tmp_path: Path) -> N
     assert (old.retired_pages, old.retired_pending) == (3, True)
     # What this GPU does not support is unknown, never "healthy".
     assert (old.mig, old.remap_pending, old.fabric_state) == (None, None, None)
+
+    # Vitals: degrees to slowdown from NVML's threshold, watts from milliwatts, SRAM and DRAM
+    # corrected errors by location, the InfoROM's validation, bytes decoded.
+    assert (health.temperature, health.slowdown_margin) == (41, 46)
+    assert (health.power_limit, health.power_default) == (700.0, 700.0)
+    assert (health.ecc_sram_corrected, health.ecc_sram_uncorrected, health.ecc_dram_corrected) == (
+        12,
+        0,
+        3,
+    )
+    assert (health.inforom_valid, health.inforom_version, health.pcie_replays) == (
+        True,
+        "G520.0200.00.05",
+        3,
+    )
+    assert (health.vbios, health.firmware, health.app_clock, health.app_mem_clock) == (
+        "96.00.99.00.01",
+        "550.90.07",
+        1980,
+        2619,
+    )
+    # A function the binding lacks is no answer, not a crashed child.
+    assert health.app_clock_default is None
+    assert (old.temperature, old.slowdown_margin, old.inforom_valid) == (88, None, False)
+    assert (old.power_limit, old.power_default, old.ecc_sram_corrected, old.firmware) == (
+        250.0,
+        300.0,
+        None,
+        None,
+    )
     assert old.processes == ()

@@ -68,9 +68,19 @@ def test_error_counters_are_summed_per_gpu_and_a_recovery_is_named() -> None:
     assert topo.nvml[2].link_errors == {"replay": 3, "recovery": 1, "crc_flit": 12}
     assert topo.nvml[0].link_errors == {"replay": 0, "recovery": 0, "crc_flit": 0}
     outcome = run(nvlink_health, "$ nvidia-smi nvlink -e\n" + ERRORS)  # -e alone: no link count
-    assert [(f.code, f.summary.split(" failed")[0]) for f in outcome.findings] == [
-        ("topo.nvlink.recovery", "NVLinks on GPU2")
+    assert [
+        (f.code, f.summary.split(" failed")[0].split(" counted")[0]) for f in outcome.findings
+    ] == [
+        ("topo.nvlink.errors", "NVLinks on GPU2"),  # 3 replays + 12 CRC: imbue's 5 or more
+        ("topo.nvlink.recovery", "NVLinks on GPU2"),
     ]
+    errors = outcome.findings[0]
+    assert errors.data["errors"] == {"GPU2": {"replay": 3, "crc_flit": 12}}
+    assert errors.data["threshold"] == "absolute"
+    assert errors.evidence[-1].endswith("gpu.nvlink_errors = 5 count (absolute)")
+    # Under the threshold (3 replays and 1 CRC error), the counts are shown, not judged.
+    quiet = ERRORS.replace("CRC Errors: 12", "CRC Errors: 1")
+    assert [f.code for f in run(nvlink_health, quiet).findings] == ["topo.nvlink.recovery"]
 
 
 def test_a_gpu_without_nvlink_and_a_gpu_list_are_not_nvlink_facts() -> None:
@@ -88,6 +98,6 @@ def test_with_a_pasted_topology_matrix_both_are_judged() -> None:
     text = "$ nvidia-smi topo -m\n" + matrix.read_text() + "$ nvidia-smi nvlink -e\n" + ERRORS
     topo = topo_of(text)
     assert topo.source == "nvidia-smi" and len(topo.topology.gpus) == 8
-    outcome = run(nvlink_health, text)  # the matrix's NV18s agree; GPU2's recovery is named
-    assert [f.code for f in outcome.findings] == ["topo.nvlink.recovery"]
+    outcome = run(nvlink_health, text)  # the matrix's NV18s agree; GPU2's errors are named
+    assert [f.code for f in outcome.findings] == ["topo.nvlink.errors", "topo.nvlink.recovery"]
     assert run(gpu_sockets, text).status is not Status.SKIP

@@ -152,3 +152,74 @@ def test_slow_link_report(browser: WebDriver, tmp_path: Path) -> None:
     assert all(style(browser, p, "stroke") == RED for p in ringed)
     assert "node3" in browser.find_element(By.CSS_SELECTOR, "p.slow-callout").text
     screenshot(browser, "report-slow-link")
+
+
+def test_rdma_ports_and_gpus_in_the_browser(browser: WebDriver) -> None:
+    """Pasted GPU-node outputs (written from their tools' formats) of two nodes: each HCA port's
+    rate, width and error counters, and each GPU's temperature, margin and firmware, in rows
+    that nodes alike share."""
+    from doctor.facts.cluster import ClusterFacts
+    from doctor.facts.node import parse_node
+    from doctor.judge.registry import load_checks
+    from doctor.judge.report import Report
+    from doctor.judge.runner import run_checks
+    from tests.paste.pastekit import pasted, read_text
+
+    fixtures = Path(__file__).parent.parent / "fixtures"
+    healthy = pasted("written-ibv_devinfo-v-ndr.txt").replace(
+        "\t\t\tactive_width:\t\t2X (16)", "\t\t\tactive_width:\t\t4X (2)"
+    )
+    nodes = {
+        "gpu1": healthy + (fixtures / "nvidia" / "smi-q-vitals-healthy.txt").read_text(),
+        "gpu2": pasted("written-ibv_devinfo-v-ndr.txt")
+        + (fixtures / "nvidia" / "smi-q-vitals-degraded.txt").read_text(),
+    }
+    facts = {n: parse_node(n, read_text(t, n)) for n, t in nodes.items()}
+    cluster = ClusterFacts(nodes=facts)
+    document = Report.build("analyze", cluster, run_checks(load_checks(), cluster)).to_json()
+    open_report(browser, render_html(document), "report-devices")
+    assert_page_is_sound(browser)
+    section = browser.find_element(By.ID, "devices")
+    assert section.is_displayed()
+    ports, gpus = css(section, "table.devices")
+    rows = [[td.text for td in css(tr, "td")] for tr in css(ports, "tr")[1:]]
+    assert [
+        "gpu[1-2]",
+        "mlx5_0 port 1",
+        "MT4129",
+        "ACTIVE",
+        "InfiniBand",
+        "400 Gb/s (4X NDR)",
+        "-",
+        "28.39.1002",
+    ] in rows
+    assert [
+        "gpu2",
+        "mlx5_3 port 1",
+        "MT4129",
+        "ACTIVE",
+        "InfiniBand",
+        "200 Gb/s (2X NDR)",
+        "-",
+        "28.39.1002",
+    ] in rows
+    gpu_rows = [[td.text for td in css(tr, "td")] for tr in css(gpus, "tr")[1:]]
+    assert [
+        "gpu2",
+        "GPU1 NVIDIA H100 80GB HBM3",
+        "91 °C",
+        "-1 °C",
+        "700 W of 700 W",
+        "96.00.74.00.01",
+        "535.161.08",
+    ] in gpu_rows
+    assert [
+        "gpu1",
+        "GPU0 NVIDIA H100 80GB HBM3",
+        "32 °C",
+        "57 °C",
+        "700 W of 700 W",
+        "96.00.74.00.01",
+        "535.161.08",
+    ] in gpu_rows
+    screenshot(browser, "report-devices")

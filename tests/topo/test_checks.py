@@ -93,16 +93,24 @@ def test_nvlink_degraded_and_down() -> None:
     assert outcome.findings[0].summary.startswith("GPU5 has fewer NVLinks")
 
 
-def test_nvlink_recoveries_are_named_and_replays_alone_are_not() -> None:
+def test_nvlink_recoveries_and_errors_past_the_threshold_are_named() -> None:
     errors = {(2, 0): (3, 1, 40, 0), (2, 7): (0, 2, 0, 0), (6, 1): (12, 0, 900, 5), (7, 3): None}
+    errors[(4, 2)] = (2, 0, 2, 0)  # 4 replay and CRC errors: under imbue's 5, not named
     facts = node("hgx-8gpu-nvswitch.tree", hgx_h100(errors=errors))
     outcome = run(nvlink_health, facts)
-    assert codes(outcome) == [("topo.nvlink.recovery", Severity.WARN)]
-    (finding,) = outcome.findings
+    assert codes(outcome) == [
+        ("topo.nvlink.errors", Severity.WARN),
+        ("topo.nvlink.recovery", Severity.WARN),
+    ]
+    counted, finding = outcome.findings
+    assert counted.summary.startswith("NVLinks on GPU2, GPU6 counted 5 or more replay/CRC")
+    assert counted.evidence[:2] == (
+        "GPU2: replay 3, crc_flit 40, crc_data 0",
+        "GPU6: replay 12, crc_flit 900, crc_data 5",
+    )
     assert finding.summary.startswith("NVLinks on GPU2 failed and were retrained")
     assert finding.evidence == ("GPU2: replay 3, recovery 3, crc_flit 40, crc_data 0",)
-    # GPU6's replays and CRC errors are counts without a rate: not judged. GPU7's link 3 did
-    # not answer: its other links' counters still count.
+    # GPU7's link 3 did not answer: its other links' counters still count.
     assert facts.topo.nvml[6].link_errors == {  # type: ignore[union-attr]
         "replay": 12,
         "recovery": 0,

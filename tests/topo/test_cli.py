@@ -9,7 +9,7 @@ import pytest
 
 from doctor.cli.main import main
 from doctor.facts.topo.smi_text import parse_topo_text
-from tests.topo.sysfs_tree import FIXTURES
+from tests.topo.sysfs_tree import FIXTURES, tree_capture
 
 SMI = FIXTURES / "smi"
 
@@ -128,3 +128,38 @@ def test_broken_capture_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: 
         path.write_text(content)
         rc, _, err = doctor(capsys, "topo", "--input", str(path))
         assert rc == 2 and "not a probe capture" in err and "Traceback" not in err
+
+
+def test_a_capture_shows_its_ports_rates_counters_and_gpu_vitals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A saved capture: the written HGX tree's HCAs (one port trained at 2X, with link-downed
+    events) and the real H100 capture's `nvidia-smi -q -x` as the node's GPU report."""
+    raw = tree_capture("hgx-8gpu-nvswitch.tree")
+    hca = raw["dirs"]["/sys/class/infiniband"]["entries"][1]
+    port = f"/sys/class/infiniband/{hca}/ports/1"
+    raw["files"][f"{port}/rate"] = {"text": "200 Gb/sec (2X NDR)\n"}
+    raw["dirs"][f"{port}/counters"] = {"entries": ["link_downed", "symbol_error"]}
+    raw["files"][f"{port}/counters/link_downed"] = {"text": "14\n"}
+    raw["files"][f"{port}/counters/symbol_error"] = {"text": "0\n"}
+    xml = (FIXTURES.parent / "gpu" / "h100" / "nvidia-smi-q.xml").read_text()
+    raw["commands"]["nvidia-smi:xml"] = {"argv": ["nvidia-smi", "-q", "-x"], "rc": 0, "stdout": xml}
+    path = tmp_path / "gpu1.json"
+    path.write_text(json.dumps(raw))
+    rc, out, _ = doctor(capsys, "topo", "-i", str(path))
+    assert rc == 0
+    lines = out.splitlines()
+    shown = next(line for line in lines if line.strip().startswith(f"{hca}/1"))
+    assert "200 Gb/s (2X NDR)" in shown and "link_downed 14" in shown
+    assert "symbol_error" not in shown  # zero: not an error
+    gpu = lines[lines.index("GPUs (temperature, margin to slowdown, power cap, firmware):") + 1]
+    assert "32 °C, 57 °C to slowdown, 700 W of 700 W" in gpu and "GSP 580.159.04" in gpu
+    rc, out, _ = doctor(capsys, "topo", "-i", str(path), "-f", "json")
+    report = json.loads(out)
+    degraded = next(p for p in report["ports"] if p["port"] == f"{hca}/1")
+    assert (degraded["width"], degraded["speed"], degraded["errors"]) == (
+        2,
+        "NDR",
+        {"link_downed": 14},
+    )
+    assert report["gpu_vitals"][0]["slowdown_margin"] == 57

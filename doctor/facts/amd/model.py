@@ -39,6 +39,17 @@ class AmdGpu:
     gpu_id: int | None  # KFD's gpu_id: names vram_<gpu_id> in /sys/class/kfd/kfd/proc
     firmware: tuple[tuple[str, str], ...] = ()  # (block, version) from device/fw_version
     xgmi_hive: str | None = None  # xgmi_hive_info/xgmi_hive_id: the same on every GPU of a hive
+    # The hottest sensor's degrees now and before its critical limit (hwmon temp*_input/_crit:
+    # junction where labelled so), None where hwmon shows no limit.
+    temperature: int | None = None
+    temperature_margin: int | None = None
+
+    @property
+    def xgmi_errors(self) -> int | None:
+        """Uncorrectable errors the XGMI links counted (RAS block xgmi_wafl), None without RAS;
+        corrected ones are the link doing its job."""
+        blocks = [r for r in self.ras or () if r.block == "xgmi_wafl"]
+        return sum(r.uncorrectable for r in blocks) if blocks else None
 
     @property
     def ecc_uncorrectable(self) -> int | None:

@@ -198,7 +198,31 @@ def _gpu(cap: Capture, card: str, device: str, kfd: dict[str, tuple[int, int]]) 
         gpu_id=gpu_id,
         firmware=_firmware(cap, device),
         xgmi_hive=attr("xgmi_hive_info/xgmi_hive_id"),
+        **_temperature(cap, device),
     )
+
+
+def _temperature(cap: Capture, device: str) -> dict[str, int | None]:
+    """The junction sensor's (else the tightest sensor's) temperature and margin to its
+    critical limit, from amdgpu's hwmon, in °C."""
+    listing = cap.dir(f"{device}/hwmon")
+    found: list[tuple[bool, int, int]] = []  # (junction, margin, temperature)
+    for hwmon in listing if isinstance(listing, list) else []:
+        for sensor in ("temp1", "temp2", "temp3"):
+            base = f"{device}/hwmon/{hwmon}/{sensor}"
+            now, crit = (
+                _int(_text(cap.file(f"{base}_input"))),
+                _int(_text(cap.file(f"{base}_crit"))),
+            )
+            if now is None or not crit:
+                continue
+            label = (_text(cap.file(f"{base}_label")) or "").lower()
+            found.append((label == "junction", (crit - now) // 1000, now // 1000))
+    if not found:
+        return {"temperature": None, "temperature_margin": None}
+    junction = [f for f in found if f[0]]
+    _, margin, now = min(junction or found, key=lambda f: f[1])
+    return {"temperature": now, "temperature_margin": margin}
 
 
 def _firmware(cap: Capture, device: str) -> tuple[tuple[str, str], ...]:

@@ -15,6 +15,7 @@ from doctor.core.capture import Capture
 from doctor.core.model import Missing
 from doctor.facts.child import last_words
 from doctor.facts.kernel.log import LEGACY_XID, kernel_texts
+from doctor.facts.nvidia.gpu_vitals import corrupt_inforoms
 
 FABRIC_MANAGER = "nvidia:fabricmanager"  # pids of running nv-fabricmanager processes
 _XID = re.compile(
@@ -36,6 +37,8 @@ class XidEvent:
 class GpuHostFacts:
     xid: tuple[XidEvent, ...] | Missing  # the driver's error reports in the kernel log
     fabric_manager: bool | Missing  # an nv-fabricmanager process runs
+    # GPUs (bus ids) nvidia-smi warned have a corrupted InfoROM, in any output of it captured.
+    inforom_corrupt: tuple[str, ...] = ()
 
 
 def parse_xid(text: str) -> tuple[XidEvent, ...]:
@@ -76,4 +79,4 @@ def _xid(cap: Capture) -> tuple[XidEvent, ...] | Missing:
 def parse_gpu_host(cap: Capture) -> GpuHostFacts:
     pids = cap.value(FABRIC_MANAGER)
     fabric = pids if isinstance(pids, Missing) else bool(pids)
-    return GpuHostFacts(_xid(cap), fabric)
+    return GpuHostFacts(_xid(cap), fabric, tuple(sorted(corrupt_inforoms(cap))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import re
+from dataclasses import replace
 from typing import Any
 
 from doctor.core.capture import Capture
@@ -21,6 +22,12 @@ from doctor.facts.nvidia.gpu_health import (
     integer,
     size,
     throttle_names,
+)
+from doctor.facts.nvidia.gpu_vitals import (
+    signed,
+    vitals_from_nvml,
+    vitals_from_tree,
+    watts,
 )
 from doctor.facts.nvidia.smi import CSV, XML, smi_report
 from doctor.facts.nvidia.smi_table import SmiTable, TableGpu
@@ -74,6 +81,21 @@ CSV_FIELDS = {
     "retired_pages.dbe": "retired_dbe",
     "remapped_rows.pending": "remap_pending",
     "remapped_rows.failure": "remap_failed",
+    "temperature.gpu": "temperature",
+    "power.limit": "power_limit",
+    "enforced.power.limit": "power_limit",
+    "power.default_limit": "power_default",
+    "clocks.applications.graphics": "app_clock",
+    "clocks.applications.gr": "app_clock",
+    "clocks.default_applications.graphics": "app_clock_default",
+    "clocks.default_applications.gr": "app_clock_default",
+    "clocks.applications.memory": "app_mem_clock",
+    "clocks.applications.mem": "app_mem_clock",
+    "clocks.default_applications.memory": "app_mem_clock_default",
+    "clocks.default_applications.mem": "app_mem_clock_default",
+    "vbios_version": "vbios",
+    "inforom.img": "inforom_version",
+    "inforom.image": "inforom_version",
 }
 _REASON_FIELD = re.compile(r"^clocks_(?:throttle|event)_reasons\.(\w+)$")
 _HEADER_UNIT = re.compile(r"^\s*([\w.]+)\s*(?:\[(\w+)\])?\s*$")
@@ -108,7 +130,7 @@ def _from_nvml(device: dict[str, Any]) -> Gpu | None:
         ecc_uncorrected_volatile=_int(answer(device.get("ecc_uncorrected_volatile"))),
         ecc_uncorrected_aggregate=_int(answer(device.get("ecc_uncorrected_aggregate"))),
         ecc_corrected_volatile=_int(answer(device.get("ecc_corrected_volatile"))),
-        health=health_from_nvml(device),
+        health=replace(health_from_nvml(device), **vitals_from_nvml(device)),
     )
 
 
@@ -143,6 +165,15 @@ def _csv_gpu(values: dict[str, str], units: dict[str, str], reasons: list[str]) 
         retired_pending=flag(values.get("retired_pending")),
         remap_pending=flag(values.get("remap_pending")),
         remap_failed=flag(values.get("remap_failed")),
+        temperature=signed(values.get("temperature")),
+        power_limit=watts(values.get("power_limit")),
+        power_default=watts(values.get("power_default")),
+        app_clock=signed(values.get("app_clock")),
+        app_clock_default=signed(values.get("app_clock_default")),
+        app_mem_clock=signed(values.get("app_mem_clock")),
+        app_mem_clock_default=signed(values.get("app_mem_clock_default")),
+        vbios=_known(values.get("vbios")),
+        inforom_version=_known(values.get("inforom_version")),
     )
     index = integer(values.get("index"))
     return Gpu(
@@ -158,6 +189,11 @@ def _csv_gpu(values: dict[str, str], units: dict[str, str], reasons: list[str]) 
         ecc_corrected_volatile=integer(values.get("ecc_corrected_volatile")),
         health=health,
     )
+
+
+def _known(text: str | None) -> str | None:
+    """A CSV cell's text, None for an unavailable one ("[N/A]", "[Not Supported]")."""
+    return text if text and not text.startswith("[") and text != "N/A" else None
 
 
 def query_fields(argv: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -210,7 +246,7 @@ def _from_tree(gpu: Entry, position: int) -> Gpu:
         ecc_uncorrected_volatile=ecc_volatile[0],
         ecc_uncorrected_aggregate=ecc_aggregate[0],
         ecc_corrected_volatile=ecc_volatile[1],
-        health=health_from_tree(gpu),
+        health=replace(health_from_tree(gpu), **vitals_from_tree(gpu)),
     )
 
 

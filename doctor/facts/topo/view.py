@@ -14,6 +14,9 @@ from doctor.core.errors import UsageError
 from doctor.core.files import read_bounded
 from doctor.core.jsonable import loads
 from doctor.core.model import Missing
+from doctor.facts.gpu import GpuFacts
+from doctor.facts.gpu_vendors import parse_gpus
+from doctor.facts.network.rdma import RdmaFacts, parse_rdma
 from doctor.facts.topo.matrix import Topology, closeness, nccl_path
 from doctor.facts.topo.smi_text import TopoParseError, parse_topo_text
 from doctor.facts.topo.topology import TopoFacts, parse_topo
@@ -21,6 +24,7 @@ from doctor.facts.topo.topology import TopoFacts, parse_topo
 # NCCL's default NCCL_NET_GDR_LEVEL (src/graph/paths.cc ncclTopoCheckGdr): GPUDirect RDMA is used
 # only when the GPU-NIC path is PXB or closer.
 GDR_DEFAULT_LEVEL = "PXB"
+NOT_READ = Missing("not read for this view", "unsupported")
 
 
 @dataclass(frozen=True)
@@ -33,9 +37,71 @@ class TopoView:
     rdma: tuple[str, ...]  # the NICs that can do RDMA (GPUDirect RDMA candidates)
     nic_lines: tuple[str, ...] = ()  # one line per PCI NIC sysfs shows
     notes: tuple[str, ...] = ()
+    # Each RDMA port's rate, width and error counters; each GPU's temperature, margin to
+    # slowdown, power cap and firmware (what `doctor topo` shows beside the matrix).
+    ports: tuple[dict[str, Any], ...] = ()
+    gpus: tuple[dict[str, Any], ...] = ()
 
 
-def view_of(node: str, facts: TopoFacts) -> TopoView:
+def port_rows(rdma: RdmaFacts | Missing) -> tuple[dict[str, Any], ...]:
+    if isinstance(rdma, Missing):
+        return ()
+    rows = []
+    for hca in rdma.hcas:
+        for p in hca.ports:
+            # The error counters that are not zero (data, packets and waits are traffic);
+            # None where no counter was read.
+            errors = None
+            if p.counters is not None:
+                errors = {
+                    k: v
+                    for k, v in p.counters.values.items()
+                    if v
+                    and not k.startswith("hw:")
+                    and "data" not in k
+                    and "packets" not in k
+                    and k != "port_xmit_wait"
+                }
+            rows.append(
+                {
+                    "port": f"{hca.name}/{p.number}",
+                    "model": hca.hca_type,
+                    "firmware": hca.fw_ver,
+                    "state": p.state_text,
+                    "link_layer": p.link_layer,
+                    "rate_gbps": p.rate_gbps,
+                    "width": p.width,
+                    "speed": p.speed,
+                    "errors": errors,
+                }
+            )
+    return tuple(rows)
+
+
+def gpu_rows(gpus: GpuFacts | Missing) -> tuple[dict[str, Any], ...]:
+    if isinstance(gpus, Missing):
+        return ()
+    return tuple(
+        {
+            "gpu": f"GPU{g.index}",
+            "name": g.name,
+            "temperature": g.health.temperature,
+            "slowdown_margin": g.health.slowdown_margin,
+            "power_limit": g.health.power_limit,
+            "power_default": g.health.power_default,
+            "vbios": g.health.vbios,
+            "firmware": g.health.firmware,
+        }
+        for g in gpus.gpus
+    )
+
+
+def view_of(
+    node: str,
+    facts: TopoFacts,
+    rdma: RdmaFacts | Missing = NOT_READ,
+    gpus: GpuFacts | Missing = NOT_READ,
+) -> TopoView:
     nic_lines = tuple(
         f"{n.name:<12} {n.address}  NUMA {'?' if n.place.numa is None else n.place.numa:<3} "
         f"{'RDMA' if n.rdma else 'netdev'}  {','.join(n.netdevs) or '-'}"
@@ -44,7 +110,14 @@ def view_of(node: str, facts: TopoFacts) -> TopoView:
     )
     mismatches = tuple(f"disagrees with nvidia-smi: {m}" for m in facts.mismatches)
     return TopoView(
-        node, facts.source, facts.topology, facts.rdma, nic_lines, facts.notes + mismatches
+        node,
+        facts.source,
+        facts.topology,
+        facts.rdma,
+        nic_lines,
+        facts.notes + mismatches,
+        port_rows(rdma),
+        gpu_rows(gpus),
     )
 
 
@@ -83,6 +156,8 @@ def topo_json(view: TopoView) -> dict[str, Any]:
         "affinity": {d: topo.affinity_of(d) for d in topo.gpus},
         "closest_nic": nic_affinity(view),
         "notes": list(view.notes),
+        "ports": list(view.ports),
+        "gpu_vitals": list(view.gpus),
     }
 
 
@@ -116,4 +191,4 @@ def _view_from_capture(path: Path, text: str) -> TopoView:
     facts = parse_topo(cap)
     if isinstance(facts, Missing):
         raise UsageError(f"{path}: no topology in this capture: {facts.reason}")
-    return view_of(path.stem, facts)
+    return view_of(path.stem, facts, parse_rdma(cap), parse_gpus(cap))
