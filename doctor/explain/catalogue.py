@@ -42,7 +42,13 @@ class Signature:
     causes: tuple[str, ...]
     fix: Fix
     link: str
-    secondary: bool = False  # usually the consequence of an earlier failure elsewhere
+    # What the line is to the job's failure (ROLES): the failure itself, a library's generic word
+    # on one (NCCL's result codes), or a process saying that another failed or that it was ended.
+    role: str = "cause"
+    # The match's named groups that name the process or node at fault (CULPRIT_KINDS); None: the
+    # process that printed it, for a cause or a restatement, and no one for a consequence; ():
+    # no one. A printer a culprit group names someone else for only reported it.
+    culprit: tuple[str, ...] | None = None
     # What NCCL does when two machines collide in its host hash (same hostname and boot_id,
     # or NCCL_HOSTID): the log's evidence of hosts sharing a name is its likely cause.
     identity: bool = False
@@ -60,6 +66,23 @@ class Signature:
             if m is not None:
                 return m
         return None
+
+    @property
+    def consequence(self) -> bool:
+        return self.role == "consequence"
+
+
+# The roles (explanation.tier: how surely a line of each is the job's first failure): a cause; a
+# restatement, a generic word on a failure whose cause a more specific line may give (NCCL's
+# "unhandled system error", a launcher's "Killed"); a consequence, which says only that another
+# process failed or that this one was ended (a watchdog's timeout or abort, a lost peer, a
+# launcher's teardown, a time limit after a hang).
+ROLES = ("cause", "restatement", "consequence")
+# What each culprit group holds: a node's name, a rank or srun's task list ("0-3,7"), or the
+# other side of a connection (an address or a name, with its port as logs write it), which the
+# log's own lines may tie to a node and rank.
+CULPRIT_KINDS = {"node": "node", "rank": "rank", "tasks": "rank", "peer": "peer", "addr": "peer",
+                 "host": "peer"}  # fmt: skip
 
 
 class CatalogueError(ValueError):
@@ -82,9 +105,30 @@ def _signature(entry: dict[str, Any]) -> Signature:
         causes=tuple(entry["causes"]),
         fix=Fix(entry["fix"], tuple(entry["commands"])),
         link=entry["link"],
-        secondary=bool(entry.get("secondary", False)),
+        role=_role(entry),
+        culprit=_culprit(entry),
         identity=bool(entry.get("identity", False)),
     )
+
+
+def _role(entry: dict[str, Any]) -> str:
+    role = entry.get("role", "cause")
+    if role not in ROLES:
+        code = entry.get("code", "?")
+        raise CatalogueError(f"signature {code}: role {role!r} is not one of {', '.join(ROLES)}")
+    return str(role)
+
+
+def _culprit(entry: dict[str, Any]) -> tuple[str, ...] | None:
+    groups = entry.get("culprit")
+    if groups is None:
+        return None
+    wrong = [g for g in groups if g not in CULPRIT_KINDS]
+    if wrong:
+        code = entry.get("code", "?")
+        kinds = ", ".join(CULPRIT_KINDS)
+        raise CatalogueError(f"signature {code}: culprit group {wrong[0]!r} is not one of {kinds}")
+    return tuple(groups)
 
 
 def parse_catalogue(text: str) -> tuple[Signature, ...]:
@@ -92,7 +136,12 @@ def parse_catalogue(text: str) -> tuple[Signature, ...]:
     their regexes compiled now: a bad one is named here."""
     signatures = _signatures(json.loads(text))
     for signature in signatures:
-        _ = signature.patterns
+        named = {g for p in signature.patterns for g in p.groupindex}
+        lost = [g for g in signature.culprit or () if g not in named]
+        if lost:
+            raise CatalogueError(
+                f"signature {signature.code}: no pattern has culprit group {lost[0]}"
+            )
     return signatures
 
 

@@ -12,6 +12,7 @@ from itertools import compress, count
 from typing import NamedTuple
 
 from doctor.explain.catalogue import Signature, catalogue
+from doctor.explain.culprit import named
 from doctor.explain.explanation import (
     MAX_EVIDENCE,
     MAX_EVIDENCE_CHARS,
@@ -20,6 +21,7 @@ from doctor.explain.explanation import (
     Hit,
     add_names,
     context,
+    count_names,
     findings,
 )
 from doctor.explain.keywords import KeywordIndex
@@ -355,6 +357,8 @@ class Scanner:
             hit.ranks.add(origin.rank)
         if origin.host and len(hit.hosts) < MAX_NAMES:
             hit.hosts.add(origin.host)
+        if sig.culprit:
+            count_names(hit.named, ((name, 1) for name in named(sig, m)))
         return hit
 
     def partial(self) -> Partial:
@@ -388,6 +392,7 @@ class Scanner:
                 known.add_evidence(source, line_no, said)
             add_names(known.ranks, hit.ranks)
             add_names(known.hosts, hit.hosts)
+            count_names(known.named, hit.named.items())
         for key, hits in part.untimed.items():
             if key not in self._clock:
                 waiting = [h for h in hits if mine.hits.get(h.signature.code) is h]

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from doctor.core.model import Finding, Fix, Severity
 from doctor.explain.catalogue import Signature
+from doctor.explain.culprit import Blame, Owner, blame, owners
 from doctor.explain.nccl_log import NcclLog
 from doctor.explain.prefix import Origin
 from doctor.facts.hang.stacks import StacksFacts
@@ -34,6 +35,9 @@ class Hit:
     evidence: list[tuple[str, int, str]] = field(default_factory=list)  # (file, line, text)
     ranks: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
+    # What its lines' culprit groups name (culprit.named), by how many distinct lines named it,
+    # in the order first named: ("node", "nid007306"), ("rank", "640"), ("peer", "10.1.2.3<5").
+    named: dict[tuple[str, str], int] = field(default_factory=dict)
     awaits_stamp: bool = False  # first seen before any timestamp of its (file, rank)
     # First seen on its file's first line, which no prefix started: maybe the tail of a line
     # an excerpt cut (findings() judges it against how the file's other lines start).
@@ -52,6 +56,15 @@ def add_names(into: set[T], names: Iterable[T]) -> None:
     for name in sorted(names):
         if name in into or len(into) < MAX_NAMES:
             into.add(name)
+
+
+def count_names(
+    into: dict[tuple[str, str], int], names: Iterable[tuple[tuple[str, str], int]]
+) -> None:
+    """Add to a hit's named culprits and how often each was named, bounded as add_names is."""
+    for name, times in names:
+        if name in into or len(into) < MAX_NAMES:
+            into[name] = into.get(name, 0) + times
 
 
 @dataclass
@@ -86,29 +99,29 @@ class Explanation:
         return sorted(hits, key=lambda h: h.order)
 
     def first_error(self) -> Hit | None:
-        """The earliest root-cause failure.
-
-        Consequences ('peer closed', 'unhandled system error') and the generic network messages
-        (any program's 'Connection refused') only count when nothing more specific was seen.
-        """
+        """The job's first failure: the earliest hit of the surest tier (tier()). A consequence
+        stands first only where nothing of a cause's class was seen anywhere in the text."""
         ordered = self.ordered()
-        for rank in (_specific, _primary, _any):
-            chosen = [h for h in ordered if rank(h)]
-            if chosen:
-                return chosen[0]
-        return None
+        return min(ordered, key=lambda h: tier(h.signature)) if ordered else None
 
 
-def _primary(hit: Hit) -> bool:
-    return not hit.signature.secondary and hit.signature.severity >= Severity.WARN
+# A hit's tier as the job's first failure: a cause a program names itself (NCCL's, PyTorch's,
+# the kernel's); a restatement of one (NCCL's result codes, a launcher's "Killed"); a cause any
+# program may print ("Connection refused"); a consequence of a failure elsewhere; what is below
+# a warning. The tiers below CONSEQUENCE are a cause's class: a consequence never stands first
+# where one of them was seen.
+TIERS = 5
+CONSEQUENCE = 3
 
 
-def _specific(hit: Hit) -> bool:
-    return _primary(hit) and hit.signature.source != "any"
-
-
-def _any(hit: Hit) -> bool:
-    return True
+def tier(sig: Signature) -> int:
+    if sig.severity < Severity.WARN:
+        return TIERS - 1
+    if sig.role == "consequence":
+        return CONSEQUENCE
+    if sig.role == "restatement":
+        return 1
+    return 0 if sig.source != "any" else 2
 
 
 class _Fields(dict[str, str]):
@@ -147,17 +160,26 @@ IDENTITY_FIX = Fix(
 
 
 def to_finding(
-    hit: Hit, first: Hit | None, cut: bool = False, shared: dict[str, list[str]] | None = None
+    hit: Hit,
+    first: Hit | None,
+    cut: bool = False,
+    shared: dict[str, list[str]] | None = None,
+    held: dict[str, Owner] | None = None,
 ) -> Finding:
-    """The Finding for one signature hit; a consequence points at the first failure. ``cut``:
-    the hit rests on an excerpt's cut first line alone, so it is no more than a warning.
-    ``shared``: hostnames the log shows on several machines, the likely cause of a failure that
-    NCCL's host-hash collisions produce (the identity.unique check's fix comes first)."""
+    """The Finding for one signature hit: ``nodes`` and ``data.ranks`` name its culprit only
+    (culprit.py), those that only printed it are ``data.reported_by``; a restatement or a
+    consequence points at the first failure. ``cut``: the hit rests on an excerpt's cut first
+    line alone, so it is no more than a warning. ``shared``: hostnames the log shows on several
+    machines, the likely cause of a failure that NCCL's host-hash collisions produce (the
+    identity.unique check's fix comes first). ``held``: the log's addresses and their hosts."""
     sig = hit.signature
+    blamed = blame(hit, held or {})
     summary = sig.summary.format_map(_fields(hit))
     where = hit.origin.label()
-    if where:  # a consequence's printer only reported it: never named as its cause
-        summary += f" [reported by {where}]" if sig.secondary else f" [{where}]"
+    if where:  # a printer that is not the culprit only reported it
+        summary += f" [reported by {where}]" if blamed.reported_by() else f" [{where}]"
+    if suspects := blamed.suspects():
+        summary += f"; {suspects}"
     if cut:
         summary += " (on the excerpt's first line alone, which looks cut: its start is not shown)"
     fix = Fix(sig.fix.text, sig.fix.commands)
@@ -166,10 +188,9 @@ def to_finding(
         summary += f"; the job's hosts share a hostname ({named}): NCCL takes them for one host"
         if IDENTITY_FIX.commands[0] not in fix.commands:
             fix = Fix(f"{IDENTITY_FIX.text} {fix.text}", IDENTITY_FIX.commands + fix.commands)
-    if sig.secondary and first is not None and first is not hit:
-        label = first.origin.label()
+    if sig.role != "cause" and first is not None and first is not hit:
+        label = culprit_label(blame(first, held or {})) or first.origin.label()
         summary += f"; first failure: {first.signature.code}" + (f" on {label}" if label else "")
-    nodes = tuple(sorted(hit.hosts))
     data: dict[str, Any] = {
         "count": hit.count,
         "first_seen": f"{hit.source}:{hit.line_no}",
@@ -177,10 +198,14 @@ def to_finding(
         "causes": list(sig.causes),
         "link": sig.link,
         "source": sig.source,
-        "secondary": sig.secondary,
+        "role": sig.role,
     }
-    if hit.ranks:  # the findings' contract: "ranks" are causes, "reported" only printed it
-        data["reported" if sig.secondary else "ranks"] = sorted(hit.ranks)
+    if blamed.ranks:  # the findings' contract: "ranks" are causes, "reported_by" only printed it
+        data["ranks"] = sorted(blamed.ranks)
+    if reporters := blamed.reported_by():
+        data["reported_by"] = reporters
+    if blamed.peers:
+        data["peers"] = blamed.peers
     if hit.origin.time is not None:
         data["time"] = hit.origin.time
     if sig.identity and shared:
@@ -190,7 +215,7 @@ def to_finding(
         code=sig.code,
         severity=min(sig.severity, Severity.WARN) if cut else sig.severity,
         summary=summary,
-        nodes=nodes,
+        nodes=tuple(sorted(blamed.nodes)),
         evidence=tuple(f"{source}:{line_no}: {said}" for source, line_no, said in hit.evidence),
         fix=fix,
         data=data,
@@ -198,31 +223,50 @@ def to_finding(
     )
 
 
+def culprit_label(blamed: Blame) -> str:
+    """ "rank 640 on nid007306", "gpu-b", "ranks 3, 5": who a finding names, as words."""
+    ranks = sorted(blamed.ranks)
+    said = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}" if ranks else ""
+    nodes = ", ".join(sorted(blamed.nodes))
+    return " on ".join(x for x in (said, nodes) if x)
+
+
 def findings(result: Explanation) -> list[Finding]:
-    """Findings in the order things happened."""
+    """Findings, the job's first failure first, then the rest in the order things happened."""
     first = result.first_error()
     shared = result.nccl.shared_hostnames()
-    return [to_finding(h, first, result.cut_first_line(h), shared) for h in result.ordered()]
+    held = owners(result.nccl)
+    hits = result.ordered()
+    if first is not None:
+        hits = [first, *(h for h in hits if h is not first)]
+    return [to_finding(h, first, result.cut_first_line(h), shared, held) for h in hits]
 
 
-def context(result: Explanation) -> dict[str, Any]:
-    """What the logs told about the job, whatever failed."""
-    first = result.first_error()
+def lead(finding: Finding) -> dict[str, Any]:
+    """The job's first failure, for the context: what it is, where it was seen, and its culprit
+    (``rank`` and ``host`` where it names one of each; none where it names no one)."""
+    ranks = list(finding.data.get("ranks") or [])
+    return {
+        "code": finding.code,
+        "at": finding.data.get("first_seen"),
+        "rank": ranks[0] if len(ranks) == 1 else None,
+        "host": finding.nodes[0] if len(finding.nodes) == 1 else None,
+        "time": finding.data.get("time"),
+        "nodes": list(finding.nodes),
+        "ranks": ranks,
+        "reported_by": finding.data.get("reported_by"),
+    }
+
+
+def context(result: Explanation, first: Finding | None = None) -> dict[str, Any]:
+    """What the logs told about the job, whatever failed; ``first``: its first failure."""
     doc: dict[str, Any] = {
         "sources": result.sources,
         "lines": result.lines,
         "hosts": sorted(result.hosts),
         "ranks": sorted(result.ranks),
-        "first_error": None,
+        "first_error": None if first is None else lead(first),
     }
-    if first is not None:
-        doc["first_error"] = {
-            "code": first.signature.code,
-            "at": f"{first.source}:{first.line_no}",
-            "rank": first.origin.rank,
-            "host": first.origin.host,
-            "time": first.origin.time,
-        }
     if not result.nccl.is_empty():
         doc["nccl"] = result.nccl.to_json()
     if result.errors:

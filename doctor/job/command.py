@@ -282,6 +282,7 @@ def _judge_job(report: Report, result: JobResult) -> None:
             for f in explained.get("failed", [])
         ),
         causes=tuple(explained.get("findings", [])),
+        culprits=tuple(explained.get("culprits", [])),
         timed_out=result.timed_out,
         hung=result.hung,
         interrupted=result.interrupted,

@@ -10,10 +10,11 @@ import pytest
 
 from doctor.core.model import Severity
 from doctor.explain.catalogue import CatalogueError, catalogue, parse_catalogue
-from doctor.explain.engine import context, findings
+from doctor.explain.engine import findings
 from tests.explain.fixtures import LOGS, scan
 
-# The codes each fixture must produce, in the order the failures happened.
+# The codes each fixture must produce: the job's first failure first, then the rest in the order
+# they happened.
 EXPECTED = {
     "format/cuda-device-assert.log": ["cuda.device_assert"],
     "format/cuda-driver-too-old.log": ["cuda.driver_too_old"],
@@ -56,9 +57,10 @@ EXPECTED = {
         "nccl.socket.truncated",
         "nccl.p2p.disabled_nvlink",
     ],
+    # The failure before the note (libibverbs missing is information, not a failure).
     "format/nccl-net-plugin.log": [
-        "nccl.ib.no_libibverbs",
         "nccl.ib.no_ip_interface",
+        "nccl.ib.no_libibverbs",
         "nccl.net.no_plugin",
     ],
     "format/nccl-peer-closed.log": [
@@ -70,7 +72,8 @@ EXPECTED = {
     "format/nccl-shm-full.log": ["nccl.shm.full"],
     "format/nccl-shm-removed.log": ["nccl.shm.removed"],
     "format/torch-nccl-watchdog.log": ["torch.nccl.watchdog_timeout"],
-    "format/torch-nccl-last-error.log": ["nccl.result.system_error", "nccl.socket.connect_failed"],
+    # The cause NCCL's 'Last error:' gives before the result code that restates it.
+    "format/torch-nccl-last-error.log": ["nccl.socket.connect_failed", "nccl.result.system_error"],
     "real/mpi-host-key-unknown.log": ["ssh.host_key_failed", "mpi.daemons_failed"],
     "real/mpi-not-enough-slots.log": ["mpi.not_enough_slots"],
     "real/mpi-rank-exit.log": ["mpi.rank_exited"],
@@ -93,7 +96,7 @@ EXPECTED = {
     # 127.0.1.1 (04:26:13) before rank 0's connect timeout (04:26:38).
     "real/torch-gloo-loopback-hostname.log": ["gloo.loopback_address", "gloo.connect_failed"],
     "real/torch-gloo-op-timeout.log": ["gloo.op_timeout"],
-    "real/torch-init-unreachable.log": ["net.unreachable", "torch.store.connect_timeout"],
+    "real/torch-init-unreachable.log": ["torch.store.connect_timeout", "net.unreachable"],
     "real/torch-tcpstore-refused.log": ["torch.store.connect_timeout"],
     "real/torch-tcpstore-wait-clients.log": ["torch.store.wait_clients_timeout"],
     "real/torch-torchrun-rdzv-timeout.log": ["torch.rendezvous.timeout"],
@@ -118,8 +121,8 @@ EXPECTED = {
     ],
     # Rank 0 sees its peer vanish before torchrun's agent reports rank 1's death.
     "real/torchrun-worker-sigkill.log": [
-        "gloo.peer_lost",
         "torch.elastic.worker_sigkill",
+        "gloo.peer_lost",
         "torch.elastic.worker_sigterm",
     ],
     "real/torchrun-worker-exception.log": [
@@ -127,11 +130,12 @@ EXPECTED = {
         "torch.elastic.worker_failed",
         "torch.elastic.worker_sigterm",
     ],
+    # The kernel's OOM kill (dmesg, after the job's output) is why torchrun saw a SIGKILL.
     "real/torchrun-worker-oom-killed.log": [
+        "host.oom_killed",
         "gloo.peer_lost",
         "torch.elastic.worker_sigkill",
         "torch.elastic.worker_sigterm",
-        "host.oom_killed",
     ],
     # Healthy runs with every debug log on: many INFO/WARNING lines, nothing to explain.
     "real/healthy-torchrun-gloo-debug.log": [],
@@ -162,11 +166,11 @@ EXPECTED = {
     "nccl/v2.4-ib-mpirun.log": [],
     "nccl/v2.7-socket-torchrun.log": [],
     # A rank killed or crashed mid-job, under each launcher (captured: hang/exits/README.md).
-    "hang/exits/mpirun-kill.log": ["mpi.rank_exited", "gloo.peer_lost", "mpi.rank_killed"],
-    "hang/exits/mpirun-3-nodes.log": ["mpi.rank_exited", "gloo.peer_lost", "mpi.rank_killed"],
-    "hang/exits/srun-kill.log": ["gloo.peer_lost", "slurm.task_killed"],
-    "hang/exits/srun-kill-on-bad-exit.log": ["gloo.peer_lost", "slurm.task_killed"],
-    "hang/exits/srun-segv.log": ["gloo.peer_lost", "slurm.task_killed"],
+    "hang/exits/mpirun-kill.log": ["mpi.rank_killed", "mpi.rank_exited", "gloo.peer_lost"],
+    "hang/exits/mpirun-3-nodes.log": ["mpi.rank_killed", "mpi.rank_exited", "gloo.peer_lost"],
+    "hang/exits/srun-kill.log": ["slurm.task_killed", "gloo.peer_lost"],
+    "hang/exits/srun-kill-on-bad-exit.log": ["slurm.task_killed", "gloo.peer_lost"],
+    "hang/exits/srun-segv.log": ["slurm.task_killed", "gloo.peer_lost"],
 }
 
 # What each captured failure must be blamed on (the first error), not only that it is found.
@@ -174,8 +178,9 @@ FIRST = {
     "real/torch-dataloader-bus-error.log": "torch.dataloader.bus_error",
     "real/torch-gloo-size-mismatch.log": "gloo.size_mismatch",
     "real/torchrun-worker-sigkill.log": "torch.elastic.worker_sigkill",
-    "real/torchrun-worker-exception.log": "torch.elastic.worker_failed",
-    "real/torchrun-worker-oom-killed.log": "torch.elastic.worker_sigkill",
+    # Only consequences (the rank's own ValueError is no signature): the earliest.
+    "real/torchrun-worker-exception.log": "gloo.peer_lost",
+    "real/torchrun-worker-oom-killed.log": "host.oom_killed",
     "format/cuda-oom.log": "cuda.oom",
     # NCCL_DEBUG unset: the cause is only in the "Last error:" PyTorch appends.
     "format/torch-nccl-last-error.log": "nccl.socket.connect_failed",
@@ -280,15 +285,15 @@ def test_consequence_points_at_the_rank_that_failed_first() -> None:
     assert first is not None and first.signature.code == "nccl.shm.full"
     assert first.origin.rank == 1 and first.origin.host == "gpu-b"
     closed = next(f for f in findings(result) if f.code == "nccl.socket.peer_closed")
-    assert "first failure: nccl.shm.full on rank 1, gpu-b" in closed.summary
+    assert "first failure: nccl.shm.full on rank 1 on gpu-b" in closed.summary
     # rank 0 only reported its peer's exit: never named as the cause
-    assert closed.data["reported"] == [0] and "ranks" not in closed.data
+    assert closed.data["reported_by"]["ranks"] == [0] and "ranks" not in closed.data
     assert "[reported by rank 0, gpu-a pid 5001]" in closed.summary
 
 
 def test_first_error_prefers_the_specific_over_the_generic() -> None:
     result = scan(LOGS / "real/torch-init-unreachable.log")
-    assert context(result)["first_error"]["code"] == "torch.store.connect_timeout"
+    assert result.first_error().signature.code == "torch.store.connect_timeout"  # type: ignore[union-attr]
 
 
 def test_summaries_fill_in_what_the_line_said() -> None:
@@ -307,4 +312,4 @@ def test_horovod_rank_tag_names_the_rank_that_reported() -> None:
     shut = next(
         f for f in findings(scan(LOGS / "format/horovod.log")) if f.code == "horovod.shut_down"
     )
-    assert shut.data["reported"] == [1] and "ranks" not in shut.data
+    assert shut.data["reported_by"]["ranks"] == [1] and "ranks" not in shut.data

@@ -66,12 +66,13 @@ def test_a_peer_named_by_address_is_named_by_node(tmp_path: Path) -> None:
     )
     launches = [Launch(node("node1"), ["sh", "-c", f"echo '{line}' >&2; exit 1"])]
     result = run_job(launches, LocalLauncher(), sys.executable, tmp_path)
-    [lost] = [
-        f for f in job_explanation(result, {"198.18.0.2": "node2"})["findings"]
-        if f["code"] == "gloo.peer_lost"
-    ]  # fmt: skip
+    explained = job_explanation(result, {"198.18.0.2": "node2"})
+    [lost] = [f for f in explained["findings"] if f["code"] == "gloo.peer_lost"]
     assert lost["summary"].startswith("a Gloo peer went away (node2, 198.18.0.2)")
-    assert lost["nodes"] == ["node1"]
+    # The peer is the suspect; node1 only reported losing it, and is no culprit of the job.
+    assert lost["nodes"] == ["node2"] and lost["seen_on"] == ["node1"]
+    assert lost["data"]["reported_by"]["nodes"] == ["node1"]
+    assert explained["culprits"] == ["node2"]
 
 
 def test_a_command_that_cannot_start_is_named(tmp_path: Path) -> None:

@@ -1,0 +1,196 @@
+"""Who a signature's lines name as the cause, and who only reported it.
+
+A cause or a restatement names the process that printed it (a rank's own CUDA error), unless
+its catalogue entry lists the match's groups that name someone else (signatures.json
+``culprit``): the node and tasks of ``srun: error: node7: task 640: Segmentation fault``, the
+peer of ``connect to 10.1.2.3<5432> failed``; an empty list names no one (NCCL's "unhandled
+system error" is as often a peer's doing). A consequence names only what such groups say: the
+watchdog that timed out, the rank that saw its peer close, only reported it (``reported_by``).
+
+A peer is named by the address or name the line gives. Where the log's own lines say which host
+holds that address (NCCL's ``Bootstrap : Using eth0:10.1.2.3<0>``, ``NET/Socket : Using``, the
+IB transport's ``OOB`` interface, each on a line whose prefix names its host, its rank told by
+``comm ... rank 3 nranks 8``), the host and, where one process holds it, its rank are named, with
+that line as the evidence. An address no line ties to one host is named as it is; a loopback or
+unspecified one names no one (it is the reporter's own machine or no machine at all).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from doctor.core.nodeset import numbers
+from doctor.explain.catalogue import CULPRIT_KINDS, Signature
+
+if TYPE_CHECKING:
+    from doctor.explain.explanation import Hit
+    from doctor.explain.nccl_log import NcclLog
+
+MAX_TASKS = 4096  # ranks one task list may name
+# A peer as logs write it: NCCL's "10.1.2.3<5432>", Gloo's "[10.1.2.3]:5432", "host:port",
+# "[fe80::1]:5432", a bare address or name; the sentence's punctuation around it.
+_BRACKETED = re.compile(r"^\[(?P<name>[^\]]+)\](?::\d+)?$")
+_HOSTNAME = re.compile(r"[A-Za-z0-9](?:[\w.-]{0,251}[A-Za-z0-9])?")
+
+
+def named(signature: Signature, match: re.Match[str]) -> list[tuple[str, str]]:
+    """(kind, value) of each culprit group the match holds: ("node", "node7"), ("rank", "640"),
+    ("peer", "10.1.2.3<5432>"); a task list gives a rank each."""
+    out: list[tuple[str, str]] = []
+    for group in signature.culprit or ():
+        value = match.groupdict().get(group)
+        if not value:
+            continue
+        kind = CULPRIT_KINDS[group]
+        if kind == "rank":
+            out.extend(("rank", str(n)) for n in numbers(value, MAX_TASKS))
+        else:
+            out.append((kind, value))
+    return out
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A host that holds an address, as the log's own lines say."""
+
+    host: str
+    ranks: frozenset[int]
+    said: str  # the line that says so, as a sentence: "gpu-b's NCCL Bootstrap line"
+
+
+def owners(log: NcclLog) -> dict[str, Owner]:
+    """Address -> the one host whose NCCL processes said they use it (an address two hosts
+    claim, a container's docker0 or a NAT'ed one, is nobody's)."""
+    found: dict[str, dict[str, tuple[set[int], str]]] = {}
+    for p in log.processes.values():
+        if not p.host:
+            continue
+        held = [(a, "Bootstrap") for _, a in p.bootstrap]
+        held += [(a, "NET/Socket") for _, a in p.socket_ifs]
+        if p.ib_oob and (oob := _address(p.ib_oob.partition(":")[2])):
+            held.append((oob, "IB OOB"))
+        for address, line in held:
+            key = _address(address)
+            if key is None:
+                continue
+            ranks = found.setdefault(key, {}).setdefault(p.host, (set(), line))[0]
+            if p.rank is not None:
+                ranks.add(p.rank)
+    return {
+        address: Owner(host, frozenset(ranks), f"{host}'s NCCL {line} line")
+        for address, hosts in found.items()
+        if len(hosts) == 1
+        for host, (ranks, line) in hosts.items()
+    }
+
+
+def _name(text: str) -> str:
+    """The address or name a peer's text holds, its port taken off."""
+    text = text.strip().strip("(),;.'\"")
+    text = re.sub(r"<\d+>$", "", text)
+    if (m := _BRACKETED.match(text)) is not None:
+        return m["name"]
+    if _ip(text) is None and text.count(":") == 1:  # host:port (an IPv6 address has several)
+        return text.partition(":")[0]
+    return text
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        ip = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def _address(text: str) -> str | None:
+    """The address ``text`` holds (its port or NCCL's <port> taken off), as one spelling."""
+    ip = _ip(_name(text))
+    return None if ip is None else str(ip)
+
+
+@dataclass
+class Blame:
+    """The culprit a finding names, and who only reported it."""
+
+    nodes: set[str] = field(default_factory=set)
+    ranks: set[int] = field(default_factory=set)
+    reported_nodes: set[str] = field(default_factory=set)
+    reported_ranks: set[int] = field(default_factory=set)
+    peers: list[dict[str, Any]] = field(default_factory=list)  # each peer named, as resolved
+
+    def reported_by(self) -> dict[str, list[Any]] | None:
+        nodes = sorted(self.reported_nodes - self.nodes)
+        ranks = sorted(self.reported_ranks - self.ranks)
+        return {"nodes": nodes, "ranks": ranks} if nodes or ranks else None
+
+    def suspects(self) -> str:
+        """The peers named by address, as a clause: "10.1.2.3 is gpu-b (rank 1: gpu-b's NCCL
+        Bootstrap line)"."""
+        told = []
+        for p in self.peers:
+            if p.get("by"):
+                rank = f"rank {p['rank']}: " if p.get("rank") is not None else ""
+                told.append(f"{p['address']} is {p['node']} ({rank}{p['by']})")
+        return "; ".join(told)
+
+
+def blame(hit: Hit, held: dict[str, Owner]) -> Blame:
+    """Who the hit's lines name as the cause; ``held``: the log's addresses and their hosts."""
+    sig = hit.signature
+    out = Blame()
+    printer = (set(hit.hosts), set(hit.ranks))
+    if hit.named:
+        for kind, value in _most_named(hit):
+            if kind == "node":
+                out.nodes.add(value)
+            elif kind == "rank":
+                out.ranks.add(int(value))
+            else:
+                _peer(value, held, out)
+    elif sig.role != "consequence" and sig.culprit != ():
+        out.nodes, out.ranks = printer
+        return out
+    out.reported_nodes, out.reported_ranks = printer
+    return out
+
+
+def _most_named(hit: Hit) -> list[tuple[str, str]]:
+    """What the hit's lines name as the culprit: every name, for a cause or a restatement (each
+    line is its own failure: two nodes' tasks killed); for a consequence the peer most of its
+    lines name (the ranks that lose the one that died name it first; the ranks a teardown then
+    ends are named by the few that lose them next)."""
+    if hit.signature.role != "consequence":
+        return list(hit.named)
+    most = max(hit.named.values())
+    return [name for name, times in hit.named.items() if times == most]
+
+
+def _peer(value: str, held: dict[str, Owner], out: Blame) -> None:
+    name = _name(value)
+    address = _address(value)
+    if address is None:  # a name: the node it is, unless it is this machine's own
+        if _HOSTNAME.fullmatch(name) and name.lower() not in ("localhost", "localhost.localdomain"):
+            out.nodes.add(name)
+            out.peers.append({"said": value, "node": name})
+        return
+    ip = ipaddress.ip_address(address)
+    if ip.is_loopback or ip.is_unspecified:
+        return
+    owner = held.get(address)
+    if owner is None:
+        out.nodes.add(address)
+        out.peers.append({"said": value, "address": address, "node": address})
+        return
+    out.nodes.add(owner.host)
+    rank = next(iter(owner.ranks)) if len(owner.ranks) == 1 else None
+    if rank is not None:
+        out.ranks.add(rank)
+    out.peers.append(
+        {"said": value, "address": address, "node": owner.host, "rank": rank, "by": owner.said}
+    )
