@@ -61,7 +61,8 @@ def lead(result: Explanation, hung: list[Finding], signed: list[Finding]) -> Fin
         return signed[0]
     failed = [f for f in hung if f.severity is Severity.FAIL]
     named = [f for f in failed if f.nodes or f.data.get("ranks")]
-    return (named or signed or failed or [None])[0]
+    chosen = named or signed or failed
+    return chosen[0] if chosen else None
 
 
 def folded(result: Explanation, first: Finding, signed: list[Finding]) -> list[Finding]:
