@@ -78,11 +78,12 @@ class Signature:
 # process failed or that this one was ended (a watchdog's timeout or abort, a lost peer, a
 # launcher's teardown, a time limit after a hang).
 ROLES = ("cause", "restatement", "consequence")
-# What each culprit group holds: a node's name, a rank or srun's task list ("0-3,7"), or the
-# other side of a connection (an address or a name, with its port as logs write it), which the
-# log's own lines may tie to a node and rank.
-CULPRIT_KINDS = {"node": "node", "rank": "rank", "tasks": "rank", "peer": "peer", "addr": "peer",
-                 "host": "peer"}  # fmt: skip
+# What each culprit group holds: a node as the job named it (a name or an address: srun's node,
+# ssh's and the store's host), a rank or srun's task list ("0-3,7"), the other side of a
+# connection (an address or a name, with its port as logs write it) or a process id, which the
+# log's own lines may tie to a node and rank (culprit.py).
+CULPRIT_KINDS = {"node": "node", "host": "node", "rank": "rank", "tasks": "rank", "peer": "peer",
+                 "addr": "peer", "pid": "pid"}  # fmt: skip
 
 
 class CatalogueError(ValueError):

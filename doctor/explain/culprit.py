@@ -11,14 +11,16 @@ A peer is named by the address or name the line gives. Where the log's own lines
 holds that address (NCCL's ``Bootstrap : Using eth0:10.1.2.3<0>``, ``NET/Socket : Using``, the
 IB transport's ``OOB`` interface, each on a line whose prefix names its host, its rank told by
 ``comm ... rank 3 nranks 8``), the host and, where one process holds it, its rank are named, with
-that line as the evidence. An address no line ties to one host is named as it is; a loopback or
-unspecified one names no one (it is the reporter's own machine or no machine at all).
+that line as the evidence. An address no line ties to one host is the suspect's (``data.peers``)
+but names no node: doctor run ties it to one where the gate saw a node hold it. A loopback or
+unspecified address names no one (it is the reporter's own machine or no machine at all).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,7 @@ from doctor.explain.catalogue import CULPRIT_KINDS, Signature
 
 if TYPE_CHECKING:
     from doctor.explain.explanation import Hit
+    from doctor.explain.hang.exits import Exit
     from doctor.explain.nccl_log import NcclLog
 
 MAX_TASKS = 4096  # ranks one task list may name
@@ -59,6 +62,30 @@ class Owner:
     host: str
     ranks: frozenset[int]
     said: str  # the line that says so, as a sentence: "gpu-b's NCCL Bootstrap line"
+
+
+_NOWHERE = Owner("", frozenset(), "")
+
+
+def pid_owners(log: NcclLog, exits: Iterable[Exit]) -> dict[int, Owner]:
+    """Process id -> the rank and node the log ties it to: a launcher's report of a rank it saw
+    killed or crash (torchrun's root cause: ``rank : 1``, ``host : node2``, ``(pid: 13159)``),
+    else an NCCL process's prefix and ``comm ... rank`` line (a pid two hosts show is nobody's)."""
+    found: dict[int, Owner] = {}
+    hosts: dict[int, set[str]] = {}
+    for p in log.processes.values():
+        if p.pid and p.host:
+            hosts.setdefault(p.pid, set()).add(p.host)
+            ranks = frozenset() if p.rank is None else frozenset({p.rank})
+            found[p.pid] = Owner(p.host, ranks, f"{p.host}'s NCCL lines of pid {p.pid}")
+    found = {pid: owner for pid, owner in found.items() if len(hosts[pid]) == 1}
+    for end in exits:
+        if end.pid:
+            said = f"{end.launcher}'s report of rank {end.rank}"
+            found[end.pid] = Owner(
+                end.node or found.get(end.pid, _NOWHERE).host, frozenset({end.rank}), said
+            )
+    return found
 
 
 def owners(log: NcclLog) -> dict[str, Owner]:
@@ -136,24 +163,46 @@ class Blame:
         for p in self.peers:
             if p.get("by"):
                 rank = f"rank {p['rank']}: " if p.get("rank") is not None else ""
-                told.append(f"{p['address']} is {p['node']} ({rank}{p['by']})")
+                told.append(f"{p.get('address') or p['said']} is {p['node']} ({rank}{p['by']})")
         return "; ".join(told)
 
 
-def blame(hit: Hit, held: dict[str, Owner]) -> Blame:
-    """Who the hit's lines name as the cause; ``held``: the log's addresses and their hosts."""
+@dataclass(frozen=True)
+class Ties:
+    """What the log's own lines tie to a host and rank: addresses (owners) and process ids
+    (pid_owners)."""
+
+    addresses: dict[str, Owner] = field(default_factory=dict)
+    pids: dict[int, Owner] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, log: NcclLog, exits: Iterable[Exit] = ()) -> Ties:
+        return cls(owners(log), pid_owners(log, exits))
+
+
+def blame(hit: Hit, ties: Ties) -> Blame:
+    """Who the hit's lines name as the cause, through what the log ties to a host and rank. A
+    process id no line ties to anyone names no one: the printer stands, as if none were named."""
     sig = hit.signature
     out = Blame()
     printer = (set(hit.hosts), set(hit.ranks))
-    if hit.named:
-        for kind, value in _most_named(hit):
-            if kind == "node":
+    named = False
+    for kind, value in _most_named(hit) if hit.named else []:
+        if kind == "pid":
+            owner = ties.pids.get(int(value))
+            if owner is not None:
+                _owned(owner, out, {"said": f"pid {value}", "pid": int(value)})
+                named = True
+            continue
+        named = True
+        if kind == "node":
+            if not _local(value):
                 out.nodes.add(value)
-            elif kind == "rank":
-                out.ranks.add(int(value))
-            else:
-                _peer(value, held, out)
-    elif sig.role != "consequence" and sig.culprit != ():
+        elif kind == "rank":
+            out.ranks.add(int(value))
+        else:
+            _peer(value, ties.addresses, out)
+    if not named and sig.role != "consequence" and sig.culprit != ():
         out.nodes, out.ranks = printer
         return out
     out.reported_nodes, out.reported_ranks = printer
@@ -171,26 +220,36 @@ def _most_named(hit: Hit) -> list[tuple[str, str]]:
     return [name for name, times in hit.named.items() if times == most]
 
 
+def _local(name: str) -> bool:
+    """A name or address of the machine it is read on, which names no node of the job."""
+    ip = _ip(name)
+    if ip is not None:
+        return ip.is_loopback or ip.is_unspecified
+    return name.lower() in ("localhost", "localhost.localdomain")
+
+
 def _peer(value: str, held: dict[str, Owner], out: Blame) -> None:
     name = _name(value)
     address = _address(value)
-    if address is None:  # a name: the node it is, unless it is this machine's own
-        if _HOSTNAME.fullmatch(name) and name.lower() not in ("localhost", "localhost.localdomain"):
+    if address is None:  # a name: the node it is
+        if _HOSTNAME.fullmatch(name) and not _local(name):
             out.nodes.add(name)
             out.peers.append({"said": value, "node": name})
         return
-    ip = ipaddress.ip_address(address)
-    if ip.is_loopback or ip.is_unspecified:
+    if _local(address):
         return
     owner = held.get(address)
-    if owner is None:
-        out.nodes.add(address)
-        out.peers.append({"said": value, "address": address, "node": address})
+    if owner is None:  # named as it is, a suspect, but not a node: no line says whose it is
+        out.peers.append({"said": value, "address": address, "node": None})
         return
-    out.nodes.add(owner.host)
+    _owned(owner, out, {"said": value, "address": address})
+
+
+def _owned(owner: Owner, out: Blame, said: dict[str, Any]) -> None:
+    """A peer or process the log's lines tie to a host (and a rank, where one process is it)."""
+    if owner.host:
+        out.nodes.add(owner.host)
     rank = next(iter(owner.ranks)) if len(owner.ranks) == 1 else None
     if rank is not None:
         out.ranks.add(rank)
-    out.peers.append(
-        {"said": value, "address": address, "node": owner.host, "rank": rank, "by": owner.said}
-    )
+    out.peers.append({**said, "node": owner.host, "rank": rank, "by": owner.said})

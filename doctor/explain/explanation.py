@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from doctor.core.model import Finding, Fix, Severity
 from doctor.explain.catalogue import Signature
-from doctor.explain.culprit import Blame, Owner, blame, owners
+from doctor.explain.culprit import Blame, Ties, blame
 from doctor.explain.nccl_log import NcclLog
 from doctor.explain.prefix import Origin
 from doctor.facts.hang.stacks import StacksFacts
+
+if TYPE_CHECKING:
+    from doctor.explain.hang.exits import Exit
 
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 300
@@ -85,6 +88,9 @@ class Explanation:
     # live look builds, judged by checks/hang.py; and the logs that gave it.
     hang: StacksFacts | None = None
     hang_sources: list[str] = field(default_factory=list)
+    # The ranks the launchers saw killed or crash (hang/exits.py), read in the same pass: a
+    # process id a line names (the OOM killer's) is that rank.
+    exits: list[Exit] = field(default_factory=list)
 
     def cut_first_line(self, hit: Hit) -> bool:
         """Whether a hit rests on its file's first line alone, and that line looks cut: the
@@ -164,16 +170,17 @@ def to_finding(
     first: Hit | None,
     cut: bool = False,
     shared: dict[str, list[str]] | None = None,
-    held: dict[str, Owner] | None = None,
+    ties: Ties | None = None,
 ) -> Finding:
     """The Finding for one signature hit: ``nodes`` and ``data.ranks`` name its culprit only
     (culprit.py), those that only printed it are ``data.reported_by``; a restatement or a
     consequence points at the first failure. ``cut``: the hit rests on an excerpt's cut first
     line alone, so it is no more than a warning. ``shared``: hostnames the log shows on several
     machines, the likely cause of a failure that NCCL's host-hash collisions produce (the
-    identity.unique check's fix comes first). ``held``: the log's addresses and their hosts."""
+    identity.unique check's fix comes first). ``ties``: what the log ties to a host and rank."""
     sig = hit.signature
-    blamed = blame(hit, held or {})
+    ties = ties or Ties()
+    blamed = blame(hit, ties)
     summary = sig.summary.format_map(_fields(hit))
     where = hit.origin.label()
     if where:  # a printer that is not the culprit only reported it
@@ -189,7 +196,7 @@ def to_finding(
         if IDENTITY_FIX.commands[0] not in fix.commands:
             fix = Fix(f"{IDENTITY_FIX.text} {fix.text}", IDENTITY_FIX.commands + fix.commands)
     if sig.role != "cause" and first is not None and first is not hit:
-        label = culprit_label(blame(first, held or {})) or first.origin.label()
+        label = culprit_label(blame(first, ties)) or first.origin.label()
         summary += f"; first failure: {first.signature.code}" + (f" on {label}" if label else "")
     data: dict[str, Any] = {
         "count": hit.count,
@@ -235,11 +242,11 @@ def findings(result: Explanation) -> list[Finding]:
     """Findings, the job's first failure first, then the rest in the order things happened."""
     first = result.first_error()
     shared = result.nccl.shared_hostnames()
-    held = owners(result.nccl)
+    ties = Ties.of(result.nccl, result.exits)
     hits = result.ordered()
     if first is not None:
         hits = [first, *(h for h in hits if h is not first)]
-    return [to_finding(h, first, result.cut_first_line(h), shared, held) for h in hits]
+    return [to_finding(h, first, result.cut_first_line(h), shared, ties) for h in hits]
 
 
 def lead(finding: Finding) -> dict[str, Any]:

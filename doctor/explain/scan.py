@@ -102,6 +102,7 @@ def _hang(
             held.setdefault(pid, set()).add(host)
     result.hang = written.facts({pid: h.pop() for pid, h in held.items() if len(h) == 1})
     result.hang_sources = written.sources
+    result.exits = list(written.exited.values())
 
 
 def _size(name: str) -> int:

@@ -54,10 +54,13 @@ def all_findings(result: Explanation) -> tuple[Finding | None, list[Finding]]:
 
 
 def lead(result: Explanation, hung: list[Finding], signed: list[Finding]) -> Finding | None:
-    """The job's first failure: a cause a signature names; else the hang's verdict where it
-    names a rank or node; else the surest signature seen (a restatement, a consequence)."""
+    """The job's first failure: a cause a program names itself; a restatement of one, or a
+    cause any program prints, that names its culprit; else the hang's verdict where it names a
+    rank or node (a launcher's "Killed" that says of no rank, torchrun's SIGKILL, yields to the
+    rank the hang's evidence names); else the surest signature seen; else the hang's verdict."""
     hit = result.first_error()
-    if hit is not None and tier(hit.signature) < CONSEQUENCE:
+    surest = tier(hit.signature) if hit is not None else TIERS
+    if surest == 0 or (surest < CONSEQUENCE and (signed[0].nodes or signed[0].data.get("ranks"))):
         return signed[0]
     failed = [f for f in hung if f.severity is Severity.FAIL]
     named = [f for f in failed if f.nodes or f.data.get("ranks")]
@@ -67,10 +70,18 @@ def lead(result: Explanation, hung: list[Finding], signed: list[Finding]) -> Fin
 
 def folded(result: Explanation, first: Finding, signed: list[Finding]) -> list[Finding]:
     """The signatures seen that only restate the first failure or follow from it: every one of
-    a later tier than it (a consequence lists none: nothing is known to follow from it)."""
+    a later tier than it (a consequence lists none: nothing is known to follow from it). Under
+    the hang's verdict, the consequences and the restatements that name no one."""
     hit = result.first_error()
-    top = CONSEQUENCE - 1 if first.check == "hang" or hit is None else tier(hit.signature)
     tiers = {h.signature.code: tier(h.signature) for h in result.hits.values()}
+    if first.check == "hang":
+        return [
+            f
+            for f in signed
+            if tiers.get(f.code) == CONSEQUENCE
+            or (0 < tiers.get(f.code, 0) < CONSEQUENCE and not (f.nodes or f.data.get("ranks")))
+        ]
+    top = TIERS if hit is None else tier(hit.signature)
     return [f for f in signed if f is not first and top < tiers.get(f.code, 0) < TIERS - 1]
 
 
