@@ -80,10 +80,10 @@ class Signature:
 ROLES = ("cause", "restatement", "consequence")
 # What each culprit group holds: a node as the job named it (a name or an address: srun's node,
 # ssh's and the store's host), a rank or srun's task list ("0-3,7"), the other side of a
-# connection (an address or a name, with its port as logs write it) or a process id, which the
-# log's own lines may tie to a node and rank (culprit.py).
+# connection (an address or a name, with its port as logs write it), a process id or a GPU's
+# PCI address ("0000:1b:00"), which the log's own lines may tie to a node and rank (culprit.py).
 CULPRIT_KINDS = {"node": "node", "host": "node", "rank": "rank", "tasks": "rank", "peer": "peer",
-                 "addr": "peer", "pid": "pid"}  # fmt: skip
+                 "addr": "peer", "pid": "pid", "pci": "gpu"}  # fmt: skip
 
 
 class CatalogueError(ValueError):

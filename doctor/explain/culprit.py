@@ -11,8 +11,9 @@ A peer is named by the address or name the line gives. Where the log's own lines
 holds that address (NCCL's ``Bootstrap : Using eth0:10.1.2.3<0>``, ``NET/Socket : Using``, the
 IB transport's ``OOB`` interface, each on a line whose prefix names its host, its rank told by
 ``comm ... rank 3 nranks 8``), the host and, where one process holds it, its rank are named, with
-that line as the evidence. An address no line ties to one host is the suspect's (``data.peers``)
-but names no node: doctor run ties it to one where the gate saw a node hold it. A loopback or
+that line as the evidence. An address no line ties to one host is the suspect's
+(``data.suspects``) but names no node: doctor run ties it to one where the gate saw a node hold
+it. A loopback or
 unspecified address names no one (it is the reporter's own machine or no machine at all).
 """
 
@@ -88,6 +89,29 @@ def pid_owners(log: NcclLog, exits: Iterable[Exit]) -> dict[int, Owner]:
     return found
 
 
+def bus_id(pci: str) -> int | None:
+    """A PCI address as NCCL's busId number: the kernel's "0000:1b:00" (the function left off:
+    0) or "0000:1b:00.0", NCCL's "1b000" read back the same way (its hex digits)."""
+    digits = pci.strip().lower().replace(":", "").replace(".", "")
+    if pci.count(":") == 2 and "." not in pci:
+        digits += "0"
+    try:
+        return int(digits, 16) if digits else None
+    except ValueError:
+        return None
+
+
+def gpu_owners(log: NcclLog) -> dict[int, list[Owner]]:
+    """NCCL's busId -> the processes whose ``comm ... busId`` line names it, with their host."""
+    found: dict[int, list[Owner]] = {}
+    for p in log.processes.values():
+        bus = bus_id(p.bus_id) if p.bus_id and p.host else None
+        if bus is not None and p.host:
+            ranks = frozenset() if p.rank is None else frozenset({p.rank})
+            found.setdefault(bus, []).append(Owner(p.host, ranks, f"{p.host}'s NCCL comm line"))
+    return found
+
+
 def owners(log: NcclLog) -> dict[str, Owner]:
     """Address -> the one host whose NCCL processes said they use it (an address two hosts
     claim, a container's docker0 or a NAT'ed one, is nobody's)."""
@@ -149,18 +173,18 @@ class Blame:
     ranks: set[int] = field(default_factory=set)
     reported_nodes: set[str] = field(default_factory=set)
     reported_ranks: set[int] = field(default_factory=set)
-    peers: list[dict[str, Any]] = field(default_factory=list)  # each peer named, as resolved
+    suspects: list[dict[str, Any]] = field(default_factory=list)  # what was named, resolved
 
     def reported_by(self) -> dict[str, list[Any]] | None:
         nodes = sorted(self.reported_nodes - self.nodes)
         ranks = sorted(self.reported_ranks - self.ranks)
         return {"nodes": nodes, "ranks": ranks} if nodes or ranks else None
 
-    def suspects(self) -> str:
-        """The peers named by address, as a clause: "10.1.2.3 is gpu-b (rank 1: gpu-b's NCCL
-        Bootstrap line)"."""
+    def told(self) -> str:
+        """What the log's own lines tied to a host, as a clause: "10.1.2.3 is gpu-b (rank 1:
+        gpu-b's NCCL Bootstrap line)"."""
         told = []
-        for p in self.peers:
+        for p in self.suspects:
             if p.get("by"):
                 rank = f"rank {p['rank']}: " if p.get("rank") is not None else ""
                 told.append(f"{p.get('address') or p['said']} is {p['node']} ({rank}{p['by']})")
@@ -174,10 +198,28 @@ class Ties:
 
     addresses: dict[str, Owner] = field(default_factory=dict)
     pids: dict[int, Owner] = field(default_factory=dict)
+    gpus: dict[int, list[Owner]] = field(default_factory=dict)  # NCCL's busId -> its processes
+    # (host, pid) of an NCCL process -> its rank: the rank of a line NCCL's prefix alone names.
+    ranks: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, log: NcclLog, exits: Iterable[Exit] = ()) -> Ties:
-        return cls(owners(log), pid_owners(log, exits))
+        ranks = {
+            (p.host, p.pid): p.rank
+            for p in log.processes.values()
+            if p.host and p.pid and p.rank is not None
+        }
+        return cls(owners(log), pid_owners(log, exits), gpu_owners(log), ranks)
+
+    def gpu(self, pci: str, hosts: set[str]) -> Owner | None:
+        """The process on one of ``hosts`` (any host where none is known) that NCCL's comm line
+        says uses the GPU at ``pci``; None where no one, or several hosts', do."""
+        bus = bus_id(pci)
+        found = [o for o in self.gpus.get(bus, []) if not hosts or o.host in hosts] if bus else []
+        if len({o.host for o in found}) != 1:
+            return None
+        ranks = frozenset(r for o in found for r in o.ranks)
+        return Owner(found[0].host, ranks, found[0].said)
 
 
 def blame(hit: Hit, ties: Ties) -> Blame:
@@ -186,12 +228,15 @@ def blame(hit: Hit, ties: Ties) -> Blame:
     sig = hit.signature
     out = Blame()
     printer = (set(hit.hosts), set(hit.ranks))
+    origin = hit.origin
+    if origin.rank is None and origin.host and origin.pid:  # NCCL's prefix, and its comm line
+        printer[1].update(r for r in [ties.ranks.get((origin.host, origin.pid))] if r is not None)
     named = False
     for kind, value in _most_named(hit) if hit.named else []:
-        if kind == "pid":
-            owner = ties.pids.get(int(value))
+        if kind in ("pid", "gpu"):  # a process or GPU the log ties to a rank, else no one
+            owner = ties.pids.get(int(value)) if kind == "pid" else ties.gpu(value, printer[0])
             if owner is not None:
-                _owned(owner, out, {"said": f"pid {value}", "pid": int(value)})
+                _owned(owner, out, {"said": f"{kind} {value}"})
                 named = True
             continue
         named = True
@@ -234,13 +279,13 @@ def _peer(value: str, held: dict[str, Owner], out: Blame) -> None:
     if address is None:  # a name: the node it is
         if _HOSTNAME.fullmatch(name) and not _local(name):
             out.nodes.add(name)
-            out.peers.append({"said": value, "node": name})
+            out.suspects.append({"said": value, "node": name})
         return
     if _local(address):
         return
     owner = held.get(address)
     if owner is None:  # named as it is, a suspect, but not a node: no line says whose it is
-        out.peers.append({"said": value, "address": address, "node": None})
+        out.suspects.append({"said": value, "address": address, "node": None})
         return
     _owned(owner, out, {"said": value, "address": address})
 
@@ -252,4 +297,4 @@ def _owned(owner: Owner, out: Blame, said: dict[str, Any]) -> None:
     rank = next(iter(owner.ranks)) if len(owner.ranks) == 1 else None
     if rank is not None:
         out.ranks.add(rank)
-    out.peers.append({**said, "node": owner.host, "rank": rank, "by": owner.said})
+    out.suspects.append({**said, "node": owner.host, "rank": rank, "by": owner.said})

@@ -185,8 +185,8 @@ def to_finding(
     where = hit.origin.label()
     if where:  # a printer that is not the culprit only reported it
         summary += f" [reported by {where}]" if blamed.reported_by() else f" [{where}]"
-    if suspects := blamed.suspects():
-        summary += f"; {suspects}"
+    if told := blamed.told():
+        summary += f"; {told}"
     if cut:
         summary += " (on the excerpt's first line alone, which looks cut: its start is not shown)"
     fix = Fix(sig.fix.text, sig.fix.commands)
@@ -211,8 +211,8 @@ def to_finding(
         data["ranks"] = sorted(blamed.ranks)
     if reporters := blamed.reported_by():
         data["reported_by"] = reporters
-    if blamed.peers:
-        data["peers"] = blamed.peers
+    if blamed.suspects:
+        data["suspects"] = blamed.suspects
     if hit.origin.time is not None:
         data["time"] = hit.origin.time
     if sig.identity and shared:

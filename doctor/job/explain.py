@@ -91,7 +91,7 @@ def _merge(
         finding.code, {**jsonable(finding), "summary": summary, "nodes": [], "seen_on": []}
     )
     # A peer the log named by an address no line of it tied to a host: the gate's nodes may.
-    peers = [p["address"] for p in finding.data.get("peers", []) if p.get("node") is None]
+    peers = [p["address"] for p in finding.data.get("suspects", []) if p.get("node") is None]
     named = {*(owners.get(n, n) for n in finding.nodes), *(owners[a] for a in peers if a in owners)}
     entry["nodes"] = sorted({*entry["nodes"], *named})
     entry["seen_on"].append(node)

@@ -6,6 +6,7 @@ import json
 import re
 from importlib.resources import files
 
+import jsonschema
 import pytest
 
 from doctor.core.model import Severity
@@ -69,6 +70,18 @@ EXPECTED = {
         "nccl.result.remote_error",
     ],
     "format/nccl-ring-no-loop.log": ["nccl.ring.no_loop"],
+    # The peer an IB error names, before the watchdog's abort printed ahead of it (stderr
+    # unbuffered, NCCL's stdout buffered); the peer refused; an Xid before CUDA's word on it.
+    "format/nccl-ib-peer-gone.log": [
+        "nccl.ib.completion_retry_exceeded",
+        "torch.nccl.comm_aborted",
+        "nccl.result.remote_error",
+    ],
+    "format/nccl-connect-refused-peer.log": [
+        "nccl.socket.connect_failed",
+        "nccl.result.remote_error",
+    ],
+    "format/xid-rank-gpu.log": ["gpu.xid.fell_off_bus", "cuda.error"],
     "format/nccl-shm-full.log": ["nccl.shm.full"],
     "format/nccl-shm-removed.log": ["nccl.shm.removed"],
     "format/torch-nccl-watchdog.log": ["torch.nccl.watchdog_timeout"],
@@ -186,6 +199,8 @@ FIRST = {
     "format/torch-nccl-last-error.log": "nccl.socket.connect_failed",
     "format/torch-nccl-heartbeat.log": "torch.nccl.watchdog_timeout",
     "format/horovod-p2p-same-hostname.log": "nccl.p2p.ipc_failed",
+    "format/nccl-ib-peer-gone.log": "nccl.ib.completion_retry_exceeded",
+    "format/xid-rank-gpu.log": "gpu.xid.fell_off_bus",
     # The killed rank, not the peers that lost it (printed first) nor the launcher's teardown.
     "hang/exits/mpirun-kill.log": "mpi.rank_killed",
     "hang/exits/srun-kill.log": "slurm.task_killed",
@@ -268,6 +283,50 @@ def test_a_pattern_only_fires_on_lines_holding_one_of_its_keywords() -> None:
                     name,
                     hit.signature.code,
                 )
+
+
+def test_catalogue_follows_its_schema() -> None:
+    text = files("doctor").joinpath("schema/signatures.schema.json").read_text()
+    document = json.loads(files("doctor.explain").joinpath("signatures.json").read_text())
+    jsonschema.validate(document, json.loads(text))
+
+
+def test_the_consequences_are_the_known_set() -> None:
+    """The issue's set: the watchdog's abort and timeout, the remote error, a peer closed or
+    lost, a worker that failed or exited, the launcher's teardown."""
+    consequences = {s.code for s in catalogue() if s.role == "consequence"}
+    assert {
+        "torch.nccl.watchdog_timeout",
+        "torch.nccl.heartbeat_timeout",
+        "torch.nccl.comm_aborted",
+        "nccl.result.remote_error",
+        "nccl.socket.peer_closed",
+        "gloo.peer_lost",
+        "gloo.op_timeout",
+        "torch.elastic.worker_failed",
+        "torch.elastic.worker_sigterm",
+        "mpi.rank_exited",
+        "horovod.shut_down",
+    } <= consequences
+    # each names its culprit only by what its match says (a lost peer), never by its printer
+    assert all(s.culprit != () for s in catalogue() if s.role == "consequence")
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"role": "secondary"}, "role 'secondary' is not one of"),
+        ({"culprit": ["who"]}, "culprit group 'who' is not one of"),
+        ({"culprit": ["peer"]}, "no pattern has culprit group peer"),
+    ],
+)
+def test_a_role_or_culprit_the_catalogue_does_not_know_is_named(
+    change: dict[str, object], said: str
+) -> None:
+    document = json.loads(files("doctor.explain").joinpath("signatures.json").read_text())
+    entry = next(e for e in document["signatures"] if e["code"] == "cuda.oom")
+    with pytest.raises(CatalogueError, match=f"cuda.oom: {re.escape(said)}"):
+        parse_catalogue(json.dumps({"signatures": [{**entry, **change}]}))
 
 
 def test_malformed_catalogue_names_the_entry() -> None:
