@@ -1,6 +1,13 @@
 """The signature catalogue: failure messages as data (signatures.json), each signature's regexes
 compiled the first time a line is tried against it: a log tries a few of the 79, and compiling
-all of them took 7 ms of the 50 ms `doctor explain` of a short log takes."""
+all of them took 7 ms of the 50 ms `doctor explain` of a short log takes.
+
+The catalogue ends with the long tail's readers (issue 45), each built from its emitter's format
+strings: every NCCL WARN line by its source file, CUDA and HIP errors by name, Slurm's and the
+kernel's words, libfabric, UCX and MPI errors, wrong results, a Python exception; last,
+error-looking lines none of them reads (explain.unrecognised). Earlier, more specific signatures
+win a line, and a reader marked ``generic`` never stands as the first failure before a specific
+one (explanation.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from functools import cache, cached_property
 from typing import Any
 
 from doctor.core.model import Fix, Severity
+from doctor.explain.prefix import NOWHERE, Origin
 from doctor.explain.stored import document
 
 _FIELDS = (
@@ -46,6 +54,15 @@ class Signature:
     # What NCCL does when two machines collide in its host hash (same hostname and boot_id,
     # or NCCL_HOSTID): the log's evidence of hosts sharing a name is its likely cause.
     identity: bool = False
+    # NCCL source files (parts of the path WARN's prefix names: "host:pid:tid [dev]
+    # transport/net_ib.cc:123 NCCL WARN ...") whose WARN lines this signature reads, whatever
+    # their message: the subsystem, where the message's own words do not say it.
+    files: tuple[str, ...] = ()
+    # A reader of the long tail: it names the class of a failure no specific signature knows,
+    # and is the first failure only where no specific one is in the text.
+    generic: bool = False
+    # Read only where nothing else is: its hits are left out where any other signature's are.
+    fallback: bool = False
 
     @cached_property
     def patterns(self) -> tuple[re.Pattern[str], ...]:
@@ -54,12 +71,25 @@ class Signature:
         except re.error as exc:
             raise CatalogueError(f"signature {self.code}: bad pattern: {exc}") from None
 
-    def match(self, message: str) -> re.Match[str] | None:
+    def match(self, message: str, origin: Origin = NOWHERE) -> re.Match[str] | None:
+        """The first pattern's match in ``message``; else, for a signature that reads NCCL
+        source ``files``, the WARN line's message where the file its prefix named
+        (``origin.src``) is one of them. A fallback reader skips a line its logger marked as
+        information or a warning (glog's I and W: "[c10d] Failed to bind ..., trying ipv4")."""
+        if self.fallback and origin.level in _QUIET:
+            return None
         for rx in self.patterns:
             m = rx.search(message)
             if m is not None:
                 return m
+        src = origin.src
+        if src and self.files and any(f in src for f in self.files):
+            return _WARN.search(message)
         return None
+
+
+_QUIET = ("I", "W")
+_WARN = re.compile(r"\b[NR]CCL WARN (?P<msg>[^\n]{0,300})")
 
 
 class CatalogueError(ValueError):
@@ -84,6 +114,9 @@ def _signature(entry: dict[str, Any]) -> Signature:
         link=entry["link"],
         secondary=bool(entry.get("secondary", False)),
         identity=bool(entry.get("identity", False)),
+        files=tuple(entry.get("files", ())),
+        generic=bool(entry.get("generic", False) or entry.get("fallback", False)),
+        fallback=bool(entry.get("fallback", False)),
     )
 
 

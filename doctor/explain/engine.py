@@ -302,7 +302,7 @@ class Scanner:
         hit = None
         for index in candidates:
             sig = self.signatures[index]
-            m = sig.match(head)
+            m = sig.match(head, origin)
             if m is not None:
                 hit = self._record(sig, m, text, origin, source, line_no)
                 break

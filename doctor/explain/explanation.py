@@ -79,8 +79,12 @@ class Explanation:
         return hit.on_first_line and hit.count == 1 and hit.source in self.cut_first
 
     def ordered(self) -> list[Hit]:
-        """Hits in the order they happened: by timestamp when every hit has one, else by arrival."""
-        hits = list(self.hits.values())
+        """Hits in the order they happened: by timestamp when every hit has one, else by arrival.
+        A fallback reader's hits (a bare exception, unrecognised lines) only where no other
+        signature's are."""
+        hits = [h for h in self.hits.values() if not h.signature.fallback]
+        if not hits:
+            hits = list(self.hits.values())
         if hits and all(h.origin.time is not None for h in hits):
             return sorted(hits, key=lambda h: (h.origin.time, h.order))
         return sorted(hits, key=lambda h: h.order)
@@ -104,7 +108,7 @@ def _primary(hit: Hit) -> bool:
 
 
 def _specific(hit: Hit) -> bool:
-    return _primary(hit) and hit.signature.source != "any"
+    return _primary(hit) and hit.signature.source != "any" and not hit.signature.generic
 
 
 def _any(hit: Hit) -> bool:
@@ -124,6 +128,7 @@ def _fields(hit: Hit) -> _Fields:
     if "reason" not in g and "reason2" in g:
         g["reason"] = g["reason2"]
     g["peer_text"] = f" (from {g['peer']})" if "peer" in g else ""
+    g["node_text"] = f": {g['node']}" if "node" in g else ""
     g["addr_text"] = f" (remote {g['addr']})" if "addr" in g else ""
     g["dup_text"] = (
         f": rank {g['a']} and rank {g['b']} on CUDA device {g['dev']}"
