@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from doctor.core.nodeset import numbers
-from doctor.explain.catalogue import CULPRIT_KINDS, Signature
+from doctor.explain.catalogue import CULPRIT_KINDS, PRINTER, Signature
 
 if TYPE_CHECKING:
     from doctor.explain.explanation import Hit
@@ -44,15 +44,15 @@ def named(signature: Signature, match: re.Match[str]) -> list[tuple[str, str]]:
     """(kind, value) of each culprit group the match holds: ("node", "node7"), ("rank", "640"),
     ("peer", "10.1.2.3<5432>"); a task list gives a rank each."""
     out: list[tuple[str, str]] = []
-    for group in signature.culprit or ():
-        value = match.groupdict().get(group)
+    for group in signature.blames:
+        value = match.groupdict().get(group) if group != PRINTER else None
         if not value:
             continue
         kind = CULPRIT_KINDS[group]
         if kind == "rank":
             out.extend(("rank", str(n)) for n in numbers(value, MAX_TASKS))
-        else:
-            out.append((kind, value))
+        else:  # a peer without its port: one peer, however many connections to it were lost
+            out.append((kind, _name(value) if kind == "peer" else value))
     return out
 
 
@@ -247,7 +247,7 @@ def blame(hit: Hit, ties: Ties) -> Blame:
             out.ranks.add(int(value))
         else:
             _peer(value, ties.addresses, out)
-    if not named and sig.role != "consequence" and sig.culprit != ():
+    if not named and PRINTER in sig.blames:
         out.nodes, out.ranks = printer
         return out
     out.reported_nodes, out.reported_ranks = printer

@@ -70,12 +70,13 @@ Clock = tuple[str, int | None]  # whose time a timestamp tells: (file, rank)
 class Replay(NamedTuple):
     """What reading a line did that reading it again must redo: a hit it counted (by how many
     lines it stands for), an NCCL version it tallied, the time its stamp set (the lines after it
-    that have none take it)."""
+    that have none take it), the culprits it named (counted per line, however the log was cut)."""
 
     hit: Hit | None
     weight: int
     version: tuple[str, str | None] | None
     stamp: tuple[Clock, float] | None
+    names: tuple[tuple[str, str], ...] = ()
 
 
 _UNREAD = Replay(None, 0, None, None)  # what the Seen table answers for a line it does not hold
@@ -276,6 +277,8 @@ class Scanner:
     def _count(self, replay: Replay, times: int) -> None:
         if replay.hit is not None:
             replay.hit.count += replay.weight * times
+            if replay.names:
+                count_names(replay.hit.named, ((n, replay.weight * times) for n in replay.names))
         if replay.version is not None:
             self.result.nccl.tally(*replay.version, times)
 
@@ -302,15 +305,17 @@ class Scanner:
         # Real messages are short; the cut keeps any regex's worst case small on hostile lines.
         head = text[:MAX_MESSAGE]
         hit = None
+        names: tuple[tuple[str, str], ...] = ()
         for index in candidates:
             sig = self.signatures[index]
-            m = sig.match(head)
+            m = sig.match(head, origin)
             if m is not None:
-                hit = self._record(sig, m, text, origin, source, line_no)
+                names = tuple(named(sig, m)) if sig.culprit else ()
+                hit = self._record(sig, names, text, origin, source, line_no, m)
                 break
         if hit is None and tallied is None and stamp is None:
             return None
-        return Replay(hit, origin.repeat or 1, tallied, stamp)
+        return Replay(hit, origin.repeat or 1, tallied, stamp, names)
 
     def _timed(self, origin: Origin, source: str) -> Origin:
         key = (source, origin.rank)
@@ -336,7 +341,14 @@ class Scanner:
             self.result.ranks.add(origin.rank)
 
     def _record(
-        self, sig: Signature, m: re.Match[str], text: str, origin: Origin, source: str, line_no: int
+        self,
+        sig: Signature,
+        names: tuple[tuple[str, str], ...],
+        text: str,
+        origin: Origin,
+        source: str,
+        line_no: int,
+        m: re.Match[str],
     ) -> Hit:
         hit = self.result.hits.get(sig.code)
         if hit is None:
@@ -357,8 +369,7 @@ class Scanner:
             hit.ranks.add(origin.rank)
         if origin.host and len(hit.hosts) < MAX_NAMES:
             hit.hosts.add(origin.host)
-        if sig.culprit:
-            count_names(hit.named, ((name, 1) for name in named(sig, m)))
+        count_names(hit.named, ((name, origin.repeat or 1) for name in names))
         return hit
 
     def partial(self) -> Partial:

@@ -98,8 +98,12 @@ class Explanation:
         return hit.on_first_line and hit.count == 1 and hit.source in self.cut_first
 
     def ordered(self) -> list[Hit]:
-        """Hits in the order they happened: by timestamp when every hit has one, else by arrival."""
-        hits = list(self.hits.values())
+        """Hits in the order they happened: by timestamp when every hit has one, else by arrival.
+        A fallback reader's hits (a bare exception, unrecognised lines) only where no other
+        signature's are."""
+        hits = [h for h in self.hits.values() if not h.signature.fallback]
+        if not hits:
+            hits = list(self.hits.values())
         if hits and all(h.origin.time is not None for h in hits):
             return sorted(hits, key=lambda h: (h.origin.time, h.order))
         return sorted(hits, key=lambda h: h.order)
@@ -113,9 +117,10 @@ class Explanation:
 
 # A hit's tier as the job's first failure: a cause a program names itself (NCCL's, PyTorch's,
 # the kernel's); a restatement of one (NCCL's result codes, a launcher's "Killed"); a cause any
-# program may print ("Connection refused"); a consequence of a failure elsewhere; what is below
-# a warning. The tiers below CONSEQUENCE are a cause's class: a consequence never stands first
-# where one of them was seen.
+# program may print ("Connection refused") or a long-tail reader names by its class (a generic
+# one: an NCCL WARN by its source file, a Python exception); a consequence of a failure
+# elsewhere; what is below a warning. The tiers below CONSEQUENCE are a cause's class: a
+# consequence never stands first where one of them was seen.
 TIERS = 5
 CONSEQUENCE = 3
 
@@ -127,7 +132,7 @@ def tier(sig: Signature) -> int:
         return CONSEQUENCE
     if sig.role == "restatement":
         return 1
-    return 0 if sig.source != "any" else 2
+    return 2 if sig.source == "any" or sig.generic else 0
 
 
 class _Fields(dict[str, str]):
@@ -143,6 +148,7 @@ def _fields(hit: Hit) -> _Fields:
     if "reason" not in g and "reason2" in g:
         g["reason"] = g["reason2"]
     g["peer_text"] = f" (from {g['peer']})" if "peer" in g else ""
+    g["node_text"] = f": {g['node']}" if "node" in g else ""
     g["addr_text"] = f" (remote {g['addr']})" if "addr" in g else ""
     g["dup_text"] = (
         f": rank {g['a']} and rank {g['b']} on CUDA device {g['dev']}"
@@ -266,7 +272,10 @@ def lead(finding: Finding) -> dict[str, Any]:
 
 
 def context(result: Explanation, first: Finding | None = None) -> dict[str, Any]:
-    """What the logs told about the job, whatever failed; ``first``: its first failure."""
+    """What the logs told about the job, whatever failed; ``first``: its first failure (where
+    not given, the first of the signatures' findings: render/explain.py weighs the hang's)."""
+    if first is None:
+        first = next(iter(findings(result)), None)
     doc: dict[str, Any] = {
         "sources": result.sources,
         "lines": result.lines,

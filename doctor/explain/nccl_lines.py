@@ -39,7 +39,7 @@ MARKER = re.compile(r"\b[NR]CCL (?P<lvl>INFO|WARN|ATTN|TRACE|ERROR|DIAG) (?P<msg
 # Only tried on what precedes the marker, and only where strip_prefixes found no host.
 ORIGIN = re.compile(
     r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+)(?::\d+)?(?: \[\d+\])? "
-    r"(?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?$"
+    r"(?:[\w./-]+:\d+(?: \([^)]*\))? )?$"
 )
 VERSION = re.compile(
     r"\b(?P<lib>NCCL|RCCL) version ?:? ?(?P<ver>\d+\.\d+\.\d+)(?P<suffix>[a-z0-9.]*)"

@@ -77,12 +77,12 @@ def test_a_refused_peer_is_the_host_that_holds_its_address(tmp_path: Path) -> No
 
 def test_an_xid_names_the_rank_whose_gpu_it_is(tmp_path: Path) -> None:
     """The kernel names the GPU by its PCI address; NCCL's comm line says rank 1 uses busId
-    3b000 on gpu-node-07. CUDA's generic error in rank 1 restates it."""
+    3b000 on gpu-node-07. CUDA's word on it in rank 1 (a GPU fault) restates it."""
     doc = fixture(tmp_path, "format/xid-rank-gpu.log")
     first = doc["context"]["first_error"]
     assert first["code"] == "gpu.xid.fell_off_bus"
     assert (first["nodes"], first["ranks"]) == (["gpu-node-07"], [1])
-    assert doc["findings"][0]["data"]["then"] == ["cuda.error"]
+    assert doc["findings"][0]["data"]["then"] == ["cuda.gpu_fault"]
 
 
 def test_sruns_report_names_the_task_and_node(tmp_path: Path) -> None:
