@@ -201,15 +201,18 @@ class Ties:
     gpus: dict[int, list[Owner]] = field(default_factory=dict)  # NCCL's busId -> its processes
     # (host, pid) of an NCCL process -> its rank: the rank of a line NCCL's prefix alone names.
     ranks: dict[tuple[str, int], int] = field(default_factory=dict)
+    # The hosts the log names (its lines' prefixes, the nodes its signatures name): a peer's
+    # full name is named as the one of them it is (gpu-n03.cluster is gpu-n03).
+    hosts: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, log: NcclLog, exits: Iterable[Exit] = ()) -> Ties:
+    def of(cls, log: NcclLog, exits: Iterable[Exit] = (), hosts: Iterable[str] = ()) -> Ties:
         ranks = {
             (p.host, p.pid): p.rank
             for p in log.processes.values()
             if p.host and p.pid and p.rank is not None
         }
-        return cls(owners(log), pid_owners(log, exits), gpu_owners(log), ranks)
+        return cls(owners(log), pid_owners(log, exits), gpu_owners(log), ranks, frozenset(hosts))
 
     def gpu(self, pci: str, hosts: set[str]) -> Owner | None:
         """The process on one of ``hosts`` (any host where none is known) that NCCL's comm line
@@ -222,12 +225,25 @@ class Ties:
         return Owner(found[0].host, ranks, found[0].said)
 
 
+def teardown(hit: Hit) -> bool:
+    """A launcher's word on ranks it saw killed (a restatement naming their nodes) that names
+    several nodes at once: the teardown after a time limit, a cancel or a lost node, which says
+    nothing of which one failed first (hang/exits.py reads the same reports so): it only
+    follows from the failure, and every rank and node it names only waited."""
+    sig = hit.signature
+    return sig.role == "restatement" and len({v for k, v in hit.named if k == "node"}) > 1
+
+
 def blame(hit: Hit, ties: Ties) -> Blame:
     """Who the hit's lines name as the cause, through what the log ties to a host and rank. A
     process id no line ties to anyone names no one: the printer stands, as if none were named."""
     sig = hit.signature
     out = Blame()
     printer = (set(hit.hosts), set(hit.ranks))
+    if teardown(hit):
+        out.reported_nodes = printer[0] | {v for k, v in hit.named if k == "node"}
+        out.reported_ranks = printer[1] | {int(v) for k, v in hit.named if k == "rank"}
+        return out
     origin = hit.origin
     if origin.rank is None and origin.host and origin.pid:  # NCCL's prefix, and its comm line
         printer[1].update(r for r in [ties.ranks.get((origin.host, origin.pid))] if r is not None)
@@ -246,7 +262,7 @@ def blame(hit: Hit, ties: Ties) -> Blame:
         elif kind == "rank":
             out.ranks.add(int(value))
         else:
-            _peer(value, ties.addresses, out)
+            _peer(value, ties, out)
     if not named and PRINTER in sig.blames:
         out.nodes, out.ranks = printer
         return out
@@ -273,10 +289,12 @@ def _local(name: str) -> bool:
     return name.lower() in ("localhost", "localhost.localdomain")
 
 
-def _peer(value: str, held: dict[str, Owner], out: Blame) -> None:
-    name = _name(value)
+def _peer(value: str, ties: Ties, out: Blame) -> None:
+    name, held = _name(value), ties.addresses
     address = _address(value)
-    if address is None:  # a name: the node it is
+    if address is None:  # a name: the node it is, by the name the log's other lines give it
+        short = name.split(".", 1)[0]
+        name = short if short != name and short in ties.hosts else name
         if _HOSTNAME.fullmatch(name) and not _local(name):
             out.nodes.add(name)
             out.suspects.append({"said": value, "node": name})

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from doctor.core.model import Finding, Fix, Severity
 from doctor.explain.catalogue import Signature
-from doctor.explain.culprit import Blame, Ties, blame
+from doctor.explain.culprit import Blame, Ties, blame, teardown
 from doctor.explain.nccl_log import NcclLog
 from doctor.explain.prefix import Origin
 from doctor.facts.hang.stacks import StacksFacts
@@ -112,7 +112,7 @@ class Explanation:
         """The job's first failure: the earliest hit of the surest tier (tier()). A consequence
         stands first only where nothing of a cause's class was seen anywhere in the text."""
         ordered = self.ordered()
-        return min(ordered, key=lambda h: tier(h.signature)) if ordered else None
+        return min(ordered, key=hit_tier) if ordered else None
 
 
 # A hit's tier as the job's first failure: a cause a program names itself (NCCL's, PyTorch's,
@@ -123,6 +123,11 @@ class Explanation:
 # consequence never stands first where one of them was seen.
 TIERS = 5
 CONSEQUENCE = 3
+
+
+def hit_tier(hit: Hit) -> int:
+    """A hit's tier: its signature's, but a launcher's teardown is a consequence."""
+    return CONSEQUENCE if teardown(hit) else tier(hit.signature)
 
 
 def tier(sig: Signature) -> int:
@@ -248,7 +253,8 @@ def findings(result: Explanation) -> list[Finding]:
     """Findings, the job's first failure first, then the rest in the order things happened."""
     first = result.first_error()
     shared = result.nccl.shared_hostnames()
-    ties = Ties.of(result.nccl, result.exits)
+    named = {v for h in result.hits.values() for k, v in h.named if k == "node"}
+    ties = Ties.of(result.nccl, result.exits, result.hosts | named)
     hits = result.ordered()
     if first is not None:
         hits = [first, *(h for h in hits if h is not first)]

@@ -13,7 +13,7 @@ from doctor.core.errors import UsageError
 from doctor.core.jsonable import SCHEMA_VERSION, jsonable
 from doctor.core.model import Finding, Severity
 from doctor.explain.engine import Explanation, context, findings
-from doctor.explain.explanation import CONSEQUENCE, TIERS, tier
+from doctor.explain.explanation import CONSEQUENCE, TIERS, hit_tier
 from doctor.explain.source import LogReadError, expand
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def lead(result: Explanation, hung: list[Finding], signed: list[Finding]) -> Fin
     rank or node (a launcher's "Killed" that says of no rank, torchrun's SIGKILL, yields to the
     rank the hang's evidence names); else the surest signature seen; else the hang's verdict."""
     hit = result.first_error()
-    surest = tier(hit.signature) if hit is not None else TIERS
+    surest = hit_tier(hit) if hit is not None else TIERS
     if surest == 0 or (surest < CONSEQUENCE and (signed[0].nodes or signed[0].data.get("ranks"))):
         return signed[0]
     failed = [f for f in hung if f.severity is Severity.FAIL]
@@ -73,7 +73,7 @@ def folded(result: Explanation, first: Finding, signed: list[Finding]) -> list[F
     a later tier than it (a consequence lists none: nothing is known to follow from it). Under
     the hang's verdict, the consequences and the restatements that name no one."""
     hit = result.first_error()
-    tiers = {h.signature.code: tier(h.signature) for h in result.hits.values()}
+    tiers = {h.signature.code: hit_tier(h) for h in result.hits.values()}
     if first.check == "hang":
         return [
             f
@@ -81,7 +81,7 @@ def folded(result: Explanation, first: Finding, signed: list[Finding]) -> list[F
             if tiers.get(f.code) == CONSEQUENCE
             or (0 < tiers.get(f.code, 0) < CONSEQUENCE and not (f.nodes or f.data.get("ranks")))
         ]
-    top = TIERS if hit is None else tier(hit.signature)
+    top = TIERS if hit is None else hit_tier(hit)
     return [f for f in signed if f is not first and top < tiers.get(f.code, 0) < TIERS - 1]
 
 

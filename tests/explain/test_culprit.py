@@ -134,6 +134,38 @@ def test_the_first_failure_names_its_culprit(
     assert (first["code"], first["nodes"], first["ranks"]) == (code, nodes, ranks)
 
 
+@pytest.mark.parametrize(
+    ("name", "code", "nodes", "reporters"),
+    [
+        # the store's node, which five ranks dialled in vain; they only reported it
+        ("bed/store-refused.log", "torch.store.connect_timeout", ["node1"], [1, 2, 3, 4, 5]),
+        # srun's "Node failure on node2", not the "STEP ... ON node1" that reported it
+        ("bed/node-fail.log", "slurm.node_fail", ["node2"], [0]),
+        # a time limit names no node: "ON node1" is the step's first node
+        ("bed/time-limit.log", "slurm.time_limit", [], [0]),
+    ],
+)
+def test_the_beds_scheduler_failures_name_the_culprit_only(
+    tmp_path: Path, name: str, code: str, nodes: list[str], reporters: list[int]
+) -> None:
+    doc = fixture(tmp_path, name)
+    first = doc["context"]["first_error"]
+    assert (first["code"], first["nodes"], first["ranks"]) == (code, nodes, [])
+    assert first["reported_by"]["ranks"] == reporters
+    named = {n for f in doc["findings"] if f["severity"] in ("fail", "warn") for n in f["nodes"]}
+    assert named == set(nodes)
+
+
+def test_a_hung_rank_ended_by_its_timeout_names_no_waiting_rank(tmp_path: Path) -> None:
+    """The bed's hang: five ranks' Gloo timeouts, rank 3 silent. The timeouts are the first
+    failure (nothing of a cause's class is there) and name none of the ranks that waited."""
+    doc = fixture(tmp_path, "bed/hung-timeout.log")
+    first = doc["context"]["first_error"]
+    assert first["code"] == "gloo.op_timeout" and first["nodes"] == first["ranks"] == []
+    assert first["reported_by"]["ranks"] == [0, 1, 2, 4, 5]
+    assert not [f for f in doc["findings"] if f["data"].get("ranks") or f["nodes"]]
+
+
 def test_a_loopback_peer_names_no_one(tmp_path: Path) -> None:
     text = (
         b"[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"

@@ -191,6 +191,11 @@ EXPECTED = {
         "slurm.cancelled",
     ],
     "hang/exits/srun-segv.log": ["slurm.task_killed", "gloo.peer_lost"],
+    # A job's failures as Slurm sees them, captured on the harness (bed/README.md).
+    "bed/store-refused.log": ["torch.store.connect_timeout"],
+    "bed/hung-timeout.log": ["gloo.op_timeout", "slurm.cancelled"],
+    "bed/time-limit.log": ["slurm.time_limit"],
+    "bed/node-fail.log": ["slurm.node_fail"],
 }
 
 # What each captured failure must be blamed on (the first error), not only that it is found.
