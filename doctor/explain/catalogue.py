@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any
 
+from doctor.core.logline import NOWHERE, Origin
 from doctor.core.model import Fix, Severity
-from doctor.explain.prefix import NOWHERE, Origin
 from doctor.explain.stored import document
 
 _FIELDS = (

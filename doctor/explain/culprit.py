@@ -31,7 +31,7 @@ from doctor.explain.catalogue import CULPRIT_KINDS, PRINTER, Signature
 if TYPE_CHECKING:
     from doctor.explain.explanation import Hit
     from doctor.explain.hang.exits import Exit
-    from doctor.explain.nccl_log import NcclLog
+    from doctor.facts.nccl.log import NcclLog
 
 MAX_TASKS = 4096  # ranks one task list may name
 # A peer as logs write it: NCCL's "10.1.2.3<5432>", Gloo's "[10.1.2.3]:5432", "host:port",

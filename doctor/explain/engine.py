@@ -11,6 +11,7 @@ from functools import cache
 from itertools import compress, count
 from typing import NamedTuple
 
+from doctor.core.logline import NOWHERE, Origin, strip_prefixes
 from doctor.explain.catalogue import Signature, catalogue
 from doctor.explain.culprit import named
 from doctor.explain.explanation import (
@@ -25,11 +26,10 @@ from doctor.explain.explanation import (
     findings,
 )
 from doctor.explain.keywords import KeywordIndex
-from doctor.explain.nccl_log import KEYWORDS as NCCL_KEYWORDS
-from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
 from doctor.explain.sieve import Seen, Sieve
 from doctor.explain.source import MAX_LINE
 from doctor.explain.stored import anchors
+from doctor.facts.nccl.log import KEYWORDS as NCCL_KEYWORDS
 
 # The Explanation and what is made of it live in explanation.py; scanning code imports them here.
 __all__ = ["Explanation", "Hit", "Partial", "Scanner", "context", "findings"]

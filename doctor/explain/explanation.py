@@ -8,12 +8,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from doctor.core.logline import Origin
 from doctor.core.model import Finding, Fix, Severity
 from doctor.explain.catalogue import Signature
 from doctor.explain.culprit import Blame, Ties, blame, teardown
-from doctor.explain.nccl_log import NcclLog
-from doctor.explain.prefix import Origin
 from doctor.facts.hang.stacks import StacksFacts
+from doctor.facts.nccl.log import NcclLog
 
 if TYPE_CHECKING:
     from doctor.explain.hang.exits import Exit

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from importlib.resources import files
 
 from doctor.explain.catalogue import catalogue
-from doctor.explain.nccl_lines import KEYWORDS as NCCL_KEYWORDS
+from doctor.facts.nccl.lines import KEYWORDS as NCCL_KEYWORDS
 from tests.explain.fixtures import LOGS, body
 
 SEED = (b"CCL ", b"rror", b"ERROR", b"FAIL", b"ailed", b"atal", b"xcept")

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from doctor.explain.prefix import splice_at, strip_prefixes
+from doctor.core.logline import splice_at, strip_prefixes
 
 
 def this_year(*parts: int) -> float:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from doctor.core.logline import strip_prefixes
 from doctor.core.model import Severity
 from doctor.explain.catalogue import catalogue
 from doctor.explain.engine import Scanner, context, findings
-from doctor.explain.prefix import strip_prefixes
 from tests.explain.fixtures import LOGS, scan
 
 # The codes each fixture gives, in the order the failures happened, and its first failure.

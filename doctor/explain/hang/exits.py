@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from doctor.core.logline import strip_prefixes
 from doctor.core.nodeset import numbers
-from doctor.explain.prefix import strip_prefixes
 
 # Signals no collective's failure sends: the OOM killer, a scheduler, kill -9; a native crash.
 ENDS = {9: "SIGKILL", 11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}

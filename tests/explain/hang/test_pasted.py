@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from doctor.core.logline import strip_prefixes
 from doctor.explain.hang.pasted import KEYWORDS, read_pasted
-from doctor.explain.prefix import strip_prefixes
 from doctor.facts.hang.position import moved, position, waiting_on
 from doctor.facts.hang.stacks import JobProcess
 
