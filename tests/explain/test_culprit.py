@@ -166,6 +166,24 @@ def test_a_hung_rank_ended_by_its_timeout_names_no_waiting_rank(tmp_path: Path) 
     assert not [f for f in doc["findings"] if f["data"].get("ranks") or f["nodes"]]
 
 
+def test_a_launchers_teardown_after_a_lost_node_names_no_one(tmp_path: Path) -> None:
+    """srun's 'tasks 0-1: Killed' on each node left after gpu-n03 failed: the teardown, which
+    follows from the node failure; the ranks it killed only waited."""
+    doc = fixture(tmp_path, "tail/slurm-node-fail.log")
+    first = doc["context"]["first_error"]
+    assert (first["code"], first["nodes"]) == ("slurm.node_fail", ["gpu-n03"])
+    killed = by_code(doc)["slurm.task_killed"]
+    assert killed["nodes"] == [] and "ranks" not in killed["data"]
+    assert killed["data"]["reported_by"] == {"nodes": ["gpu-n01", "gpu-n02"], "ranks": [0, 1, 2, 3]}
+    assert killed["data"]["role"] == "restatement" and "slurm.task_killed" in first_then(doc)
+    # the peers' lost connection names the node by the name srun gives it
+    assert by_code(doc)["nccl.socket.peer_closed"]["nodes"] == ["gpu-n03"]
+
+
+def first_then(doc: dict[str, Any]) -> list[str]:
+    return list(doc["findings"][0]["data"].get("then", []))
+
+
 def test_a_loopback_peer_names_no_one(tmp_path: Path) -> None:
     text = (
         b"[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
