@@ -154,6 +154,7 @@ def _fields(hit: Hit) -> _Fields:
         g["reason"] = g["reason2"]
     g["peer_text"] = f" (from {g['peer']})" if "peer" in g else ""
     g["node_text"] = f": {g['node']}" if "node" in g else ""
+    g["why_text"] = f", due to {g['why'].lower()}" if "why" in g else ""
     g["addr_text"] = f" (remote {g['addr']})" if "addr" in g else ""
     g["dup_text"] = (
         f": rank {g['a']} and rank {g['b']} on CUDA device {g['dev']}"

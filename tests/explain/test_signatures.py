@@ -195,7 +195,7 @@ EXPECTED = {
     "bed/store-refused.log": ["torch.store.connect_timeout"],
     "bed/hung-timeout.log": ["gloo.op_timeout", "slurm.cancelled"],
     "bed/time-limit.log": ["slurm.time_limit"],
-    "bed/node-fail.log": ["slurm.node_fail"],
+    "bed/node-fail.log": ["slurm.node_fail", "slurm.cancelled"],
 }
 
 # What each captured failure must be blamed on (the first error), not only that it is found.

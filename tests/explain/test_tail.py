@@ -1,5 +1,7 @@
 """The long tail's readers (the end of signatures.json), on fixtures written from each emitter's
-format strings (tests/fixtures/logs/tail: every header names the source and version)."""
+format strings (tests/fixtures/logs/tail: every header names the source and version) and on the
+Slurm bed's own ends of a job (tests/fixtures/logs/slurm, captured by
+tests/explain/capture/slurm_ends.py)."""
 
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ TAIL = {
         "slurm.node_fail",
         "nccl.socket.peer_closed",
         "nccl.warn.proxy",
+        "slurm.cancelled",
         "slurm.task_killed",
     ],
     "tail/slurm-time-limit-after-hang.log": ["slurm.time_limit"],
@@ -59,6 +62,8 @@ TAIL = {
     "tail/ucx-caught-signal.log": ["ucx.caught_signal", "mpi.rank_exited", "mpi.rank_killed"],
     "tail/ucx-error.log": ["ucx.error", "mpi.error"],
     "tail/unrecognised-python-logging.log": ["explain.unrecognised"],
+    "slurm/time-limit.log": ["slurm.time_limit"],
+    "slurm/node-failure.log": ["slurm.node_fail", "slurm.cancelled"],
 }
 # Where a generic reader's line comes first, the specific signature after it is still the cause;
 # a consequence (the peers' lost sockets) never is.
@@ -71,11 +76,14 @@ FIRST = {
     "tail/nccl-2.4-ib-completion.log": "nccl.ib.completion_retry_exceeded",
     "tail/ucx-caught-signal.log": "ucx.caught_signal",
     "tail/unrecognised-python-logging.log": "explain.unrecognised",
+    "slurm/time-limit.log": "slurm.time_limit",
+    "slurm/node-failure.log": "slurm.node_fail",
 }
 
 
 def test_every_tail_fixture_is_listed() -> None:
-    assert {f"tail/{p.name}" for p in LOGS.glob("tail/*.log")} == set(TAIL)
+    on_disk = {f"{p.parent.name}/{p.name}" for p in LOGS.glob("*/*.log")}
+    assert {n for n in on_disk if n.startswith(("tail/", "slurm/"))} == set(TAIL)
 
 
 @pytest.mark.parametrize("name", sorted(TAIL))
@@ -195,9 +203,12 @@ def test_cuda_and_hip_errors_by_name_have_a_class() -> None:
 def test_slurm_words() -> None:
     stepd = "slurmstepd: error: *** JOB 918273 ON gpu-n01 CANCELLED AT 2026-11-21T12:00:05"
     assert findings_of(stepd + " DUE TO TIME LIMIT ***") == ["slurm.time_limit"]
-    # Slurm 17.02 and older: no "ON host".
+    # Slurm 17.02 and older: no "ON host". The steps a lost node ends are cancelled: the node
+    # is named by srun's own line, never by the nodes that print this.
     old = "slurmstepd: error: *** JOB 77 CANCELLED AT 2017-03-01T10:00:00 DUE TO NODE FAILURE ***"
-    assert findings_of(old) == ["slurm.node_fail"]
+    (cancelled,) = lines("0: " + old)
+    assert cancelled.code == "slurm.cancelled" and cancelled.data["reported_by"]["ranks"] == [0]
+    assert "due to node failure" in cancelled.summary and not cancelled.nodes
     assert findings_of(stepd + " ***") == ["slurm.cancelled"]
     (lost,) = lines("srun: error: Node failure on nid005[012-013]")
     assert lost.summary == "Slurm lost a node of the job: nid005[012-013]"
