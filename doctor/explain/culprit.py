@@ -1,19 +1,21 @@
 """Who a signature's lines name as the cause, and who only reported it.
 
-A cause or a restatement names the process that printed it (a rank's own CUDA error), unless
-its catalogue entry lists the match's groups that name someone else (signatures.json
-``culprit``): the node and tasks of ``srun: error: node7: task 640: Segmentation fault``, the
-peer of ``connect to 10.1.2.3<5432> failed``; an empty list names no one (NCCL's "unhandled
-system error" is as often a peer's doing). A consequence names only what such groups say: the
-watchdog that timed out, the rank that saw its peer close, only reported it (``reported_by``).
+Each signature says who its lines name (signatures.json ``culprit``, catalogue.Signature.blames):
+the match's groups, in order, and ``printer``, the process that printed the line, where no group
+named anyone. By default a cause or a restatement names its printer (a rank's own CUDA error), a
+consequence no one (the watchdog that timed out only waited); an empty list names no one (NCCL's
+"unhandled system error" is as often a peer's doing). srun's ``nid007306: task 640: Segmentation
+fault`` names its node and task; ``connect to 10.1.2.3<5432> failed`` its peer; the OOM killer's
+``Killed process 13159`` the rank the launcher's report gives that pid; an Xid the rank whose GPU
+NCCL's comm line puts at that PCI address. A printer that names someone else only reported it
+(``reported_by``), as do the ranks a launcher's teardown lists (teardown()).
 
 A peer is named by the address or name the line gives. Where the log's own lines say which host
 holds that address (NCCL's ``Bootstrap : Using eth0:10.1.2.3<0>``, ``NET/Socket : Using``, the
 IB transport's ``OOB`` interface, each on a line whose prefix names its host, its rank told by
 ``comm ... rank 3 nranks 8``), the host and, where one process holds it, its rank are named, with
-that line as the evidence. An address no line ties to one host is the suspect's
-(``data.suspects``) but names no node: doctor run ties it to one where the gate saw a node hold
-it. A loopback or
+that line as the evidence. An address no line ties to one host is a suspect (``data.suspects``)
+but names no node: doctor run ties it to one where the gate saw a node hold it. A loopback or
 unspecified address names no one (it is the reporter's own machine or no machine at all).
 """
 
