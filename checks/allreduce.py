@@ -127,11 +127,7 @@ STORE_UNREACHED = "torch.store.connect_timeout"
 
 def log_findings(run: RunResult) -> Iterator[Finding]:
     """The log diagnosis of a failed run's ranks, less the consequences of rank 0's store."""
-    if run.logs is None:
-        return
-    from doctor.explain.engine import findings  # the scanner: only for a failed run
-
-    for f in findings(run.logs):
+    for f in run.log_findings or ():
         if f.code in DECLARED and (run.store_up or f.code != STORE_UNREACHED):
             yield f
 
@@ -377,9 +373,9 @@ def culprits(search: GroupSearch) -> Iterator[Finding]:
 
 def nccl_choices(run: RunResult, predicted: dict[str, Prediction]) -> Iterator[Finding]:
     """Where NCCL's own log differs from the prediction: interface, transport, node count."""
-    if run.logs is None or run.logs.nccl.is_empty():
+    if run.nccl_log is None or run.nccl_log.is_empty():
         return
-    log = run.logs.nccl
+    log = run.nccl_log
     node_of_host = {r.host: r.node for r in run.ranks if r.host}
     for proc in log.processes.values():
         node = node_of_host.get(proc.host or "", proc.host or "?")

@@ -145,12 +145,18 @@ def _judged(view: HangView, reach: Reachability | object) -> Iterator[Finding]:
 
 def _data(view: HangView, cause: Sequence[JobProcess], **more: Any) -> dict[str, Any]:
     """The findings' contract: ``ranks`` are the ranks named as the cause (odd, behind, gone),
-    never those that only waited or reported, which are under ``reported``; ``pids`` and the
-    collective the others wait in go with them."""
+    never those that only waited or reported, which are under ``reported_by`` with their nodes
+    (doctor explain's findings say the same); ``pids`` and the collective the others wait in go
+    with them."""
     named = {who(r) for r in cause}
     numbers = sorted({r.rank for r in cause if r.rank is not None})
-    reported = sorted({r.rank for r in view.ranks if who(r) not in named and r.rank is not None})
-    data: dict[str, Any] = {"ranks": [n for n in numbers], "reported": reported}
+    waited = [r for r in view.ranks if who(r) not in named and r.rank is not None]
+    nodes = {r.node for r in cause if r.node}
+    reported = {
+        "nodes": sorted({r.node for r in waited if r.node} - nodes),
+        "ranks": sorted({r.rank for r in waited if r.rank is not None}),
+    }
+    data: dict[str, Any] = {"ranks": [n for n in numbers], "reported_by": reported}
     data["pids"] = [
         {"rank": r.rank, "node": r.node, "pid": max(r.pid, 0)} for r in cause if r.pid > 0 or r.node
     ]

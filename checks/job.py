@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # only a type here: the cluster's facts import every parser
     from doctor.facts.cluster import ClusterFacts
 
 CODES = {
-    "job.failed": "the job doctor run launched failed: the nodes that failed first, and the cause "
-    "their output shows",
+    "job.failed": "the job doctor run launched failed: the cause its nodes' output shows, and the "
+    "nodes it names as the culprit (never one that only reported a failure elsewhere)",
     "job.timed_out": "the job ran past --time-limit and was ended on every node",
 }
 
@@ -49,8 +49,9 @@ def job(cluster: ClusterFacts) -> Iterator[Finding]:
     yield Finding(
         "job.failed",
         Severity.FAIL,
-        f"the job failed on {first.node} (exit {first.exit_code}){error}{cause}",
-        nodes=tuple(f.node for f in outcome.failed),
+        f"the job failed on {first.node} (exit {first.exit_code}){error}{cause}"
+        + (f"; culprit: {compact(list(outcome.culprits))}" if outcome.culprits else ""),
+        nodes=outcome.culprits,
         evidence=tuple(
             [_failed(f) for f in outcome.failed[1:]]
             + [f"{c['code']}: {c['summary']}" for c in causes[1:4]]
@@ -63,6 +64,7 @@ def job(cluster: ClusterFacts) -> Iterator[Finding]:
         data={
             "exit_code": outcome.exit_code,
             "failed": [{"node": f.node, "exit_code": f.exit_code} for f in outcome.failed],
+            "culprits": list(outcome.culprits),
             "causes": [c["code"] for c in causes],
         },
     )

@@ -2,7 +2,7 @@
 against what the node has: sockets where RDMA ports are up, GPUDirect RDMA off, ranks of one node
 talking over the network, NCCL's own diagnostics, and ranks of one job that disagree.
 
-The judgments read the log's JSON form (doctor/explain/nccl_log.py ``to_json``), which is what
+The judgments read the log's JSON form (doctor/facts/nccl/log.py ``to_json``), which is what
 both a pasted log (NcclFacts.log) and the live allreduce (RunResult.nccl) keep.
 """
 

@@ -32,12 +32,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 ORDER = list(dict.fromkeys(name for name, _ in LAYERS))
 # Imports that run up a layer, each with why it stays (at most two: the rest were moved to
-# where their logic belongs).
-UPWARD_ALLOWED = {
-    # A pasted NCCL_DEBUG=INFO log is read by the one NCCL log reader, the explain engine's;
-    # imported only when a log was pasted, so probing never loads it (tests/core/test_startup.py).
-    "doctor.facts.nccl.libraries -> doctor.explain.nccl_log",
-}
+# where their logic belongs: the NCCL log reader a pasted log needs is under facts/nccl/, the
+# peeling layer every reader shares is core/logline.py).
+UPWARD_ALLOWED: set[str] = set()
 MAX_UPWARD = 2
 # The probe and the stacks agent ship to nodes as single files; the rest stays small.
 LONG_MODULES_ALLOWED = {"doctor/stages/probe.py", "doctor/stages/stacks_agent.py"}

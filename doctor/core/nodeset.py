@@ -120,6 +120,21 @@ def as_host(text: str) -> str:
     return name or "node"
 
 
+def numbers(spec: str, limit: int) -> list[int]:
+    """A list of numbers as launchers write one (srun's tasks: ``3``, ``0-1,3``): at most
+    ``limit`` of them, however wide a range it says."""
+    out: list[int] = []
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            first = int(low)
+            last = min(int(high or low), first + limit)
+            out.extend(range(first, last + 1))
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
 def is_address(text: str) -> bool:
     """Whether ``text`` is an IPv4 or IPv6 address (not a name)."""
     try:

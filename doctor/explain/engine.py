@@ -11,7 +11,9 @@ from functools import cache
 from itertools import compress, count
 from typing import NamedTuple
 
+from doctor.core.logline import NOWHERE, Origin, strip_prefixes
 from doctor.explain.catalogue import Signature, catalogue
+from doctor.explain.culprit import named
 from doctor.explain.explanation import (
     MAX_EVIDENCE,
     MAX_EVIDENCE_CHARS,
@@ -20,14 +22,14 @@ from doctor.explain.explanation import (
     Hit,
     add_names,
     context,
+    count_names,
     findings,
 )
 from doctor.explain.keywords import KeywordIndex
-from doctor.explain.nccl_log import KEYWORDS as NCCL_KEYWORDS
-from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
 from doctor.explain.sieve import Seen, Sieve
 from doctor.explain.source import MAX_LINE
 from doctor.explain.stored import anchors
+from doctor.facts.nccl.log import KEYWORDS as NCCL_KEYWORDS
 
 # The Explanation and what is made of it live in explanation.py; scanning code imports them here.
 __all__ = ["Explanation", "Hit", "Partial", "Scanner", "context", "findings"]
@@ -68,12 +70,13 @@ Clock = tuple[str, int | None]  # whose time a timestamp tells: (file, rank)
 class Replay(NamedTuple):
     """What reading a line did that reading it again must redo: a hit it counted (by how many
     lines it stands for), an NCCL version it tallied, the time its stamp set (the lines after it
-    that have none take it)."""
+    that have none take it), the culprits it named (counted per line, however the log was cut)."""
 
     hit: Hit | None
     weight: int
     version: tuple[str, str | None] | None
     stamp: tuple[Clock, float] | None
+    names: tuple[tuple[str, str], ...] = ()
 
 
 _UNREAD = Replay(None, 0, None, None)  # what the Seen table answers for a line it does not hold
@@ -274,6 +277,8 @@ class Scanner:
     def _count(self, replay: Replay, times: int) -> None:
         if replay.hit is not None:
             replay.hit.count += replay.weight * times
+            if replay.names:
+                count_names(replay.hit.named, ((n, replay.weight * times) for n in replay.names))
         if replay.version is not None:
             self.result.nccl.tally(*replay.version, times)
 
@@ -300,15 +305,17 @@ class Scanner:
         # Real messages are short; the cut keeps any regex's worst case small on hostile lines.
         head = text[:MAX_MESSAGE]
         hit = None
+        names: tuple[tuple[str, str], ...] = ()
         for index in candidates:
             sig = self.signatures[index]
-            m = sig.match(head)
+            m = sig.match(head, origin)
             if m is not None:
-                hit = self._record(sig, m, text, origin, source, line_no)
+                names = tuple(named(sig, m)) if sig.culprit else ()
+                hit = self._record(sig, names, text, origin, source, line_no, m)
                 break
         if hit is None and tallied is None and stamp is None:
             return None
-        return Replay(hit, origin.repeat or 1, tallied, stamp)
+        return Replay(hit, origin.repeat or 1, tallied, stamp, names)
 
     def _timed(self, origin: Origin, source: str) -> Origin:
         key = (source, origin.rank)
@@ -334,7 +341,14 @@ class Scanner:
             self.result.ranks.add(origin.rank)
 
     def _record(
-        self, sig: Signature, m: re.Match[str], text: str, origin: Origin, source: str, line_no: int
+        self,
+        sig: Signature,
+        names: tuple[tuple[str, str], ...],
+        text: str,
+        origin: Origin,
+        source: str,
+        line_no: int,
+        m: re.Match[str],
     ) -> Hit:
         hit = self.result.hits.get(sig.code)
         if hit is None:
@@ -355,6 +369,7 @@ class Scanner:
             hit.ranks.add(origin.rank)
         if origin.host and len(hit.hosts) < MAX_NAMES:
             hit.hosts.add(origin.host)
+        count_names(hit.named, ((name, origin.repeat or 1) for name in names))
         return hit
 
     def partial(self) -> Partial:
@@ -388,6 +403,7 @@ class Scanner:
                 known.add_evidence(source, line_no, said)
             add_names(known.ranks, hit.ranks)
             add_names(known.hosts, hit.hosts)
+            count_names(known.named, hit.named.items())
         for key, hits in part.untimed.items():
             if key not in self._clock:
                 waiting = [h for h in hits if mine.hits.get(h.signature.code) is h]

@@ -48,7 +48,8 @@ def explain(
     scanned in parts on every CPU where its head shows the rest would take ``worth`` seconds or
     more here. ``ahead``: files mapped and searched already (read_ahead), by a sieve over the
     same anchors (else searched again). ``hosts``: the node each log is the output of, where
-    the caller knows (doctor run), for a hang's evidence whose lines do not say.
+    the caller knows (doctor run): the printer of a signature and of a hang's evidence whose
+    lines do not say.
 
     A log that cannot be opened raises LogReadError; one that breaks part-way (a truncated
     gzip) keeps what was read and is noted in ``errors``.
@@ -62,6 +63,9 @@ def explain(
     finally:
         for left in (ahead or {}).values():  # named twice, not reached, or an error: free it
             left.close()
+    for hit in scanner.result.hits.values():
+        if not hit.hosts and hit.source in (hosts or {}):  # its lines named no host: the log's
+            hit.hosts.add((hosts or {})[hit.source])
     _hang(scanner.result, names, tails, hosts or {})
     return scanner.result
 
@@ -98,6 +102,7 @@ def _hang(
             held.setdefault(pid, set()).add(host)
     result.hang = written.facts({pid: h.pop() for pid, h in held.items() if len(h) == 1})
     result.hang_sources = written.sources
+    result.exits = list(written.exited.values())
 
 
 def _size(name: str) -> int:

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
+from doctor.core.model import Finding
 from doctor.facts.allreduce_rank import PHASES, RankState, reach
 from doctor.facts.groups import GroupSearch, stopped
 from doctor.nodes.inventory import Node
 
 if TYPE_CHECKING:
-    from doctor.explain.engine import Explanation
+    from doctor.facts.nccl.log import NcclLog
 
 
 def default_sizes(low: int = 1 << 10, high: int = 64 << 20) -> tuple[int, ...]:
@@ -121,8 +122,10 @@ class RunResult:
     address: str | None = None  # where the rendezvous listened (rank 0's node)
     port_taken: bool = False  # not started: the rendezvous port is in use
     nccl: dict[str, Any] | None = None  # what NCCL's own log said (NCCL runs only)
-    # Every rank's output read by the log diagnosis (doctor explain's scanner), set by the stage.
-    logs: Explanation | None = None
+    # Every rank's output read by the log diagnosis (doctor explain's scanner), set by the stage:
+    # what NCCL's lines said, and the failures the lines show (None: not read).
+    nccl_log: NcclLog | None = None
+    log_findings: tuple[Finding, ...] | None = None
 
     @property
     def master(self) -> str:

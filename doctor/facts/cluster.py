@@ -72,7 +72,7 @@ class ClusterFacts:
 
 def nccl_logs(cluster: ClusterFacts) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
     """Every NCCL log the facts hold, given or the allreduce's ranks': (where from, the log as
-    doctor/explain/nccl_log.py writes it, the log's host -> the doctor's node where known)."""
+    doctor/facts/nccl/log.py writes it, the log's host -> the doctor's node where known)."""
     for name, facts in cluster.nodes.items():
         log = None if isinstance(facts.nccl, Missing) else facts.nccl.log
         if log is not None:

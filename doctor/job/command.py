@@ -238,7 +238,8 @@ def run_command(
     lists: HostLists | None = None,
 ) -> tuple[Report, Verdict, JobResult | None]:
     """Gate, then (if it passes, or with --force) the job. The report carries both; the host
-    lists are the gate's, written before the job starts."""
+    lists are the gate's, written before the job starts, and written again once it ends with
+    the nodes its failure names as the culprit (job.failed), never those that only reported it."""
     if not argv:
         raise UsageError("run: give the launch command after --, e.g. doctor run -- torchrun ...")
     started = time.monotonic()
@@ -267,6 +268,8 @@ def run_command(
         )
     report.sections["run"].update(job_section(result, verdict, folder, report.cluster))
     _judge_job(report, result)
+    if lists is not None:
+        lists.write(report)
     return report, verdict, result
 
 
@@ -283,6 +286,7 @@ def _judge_job(report: Report, result: JobResult) -> None:
             for f in explained.get("failed", [])
         ),
         causes=tuple(explained.get("findings", [])),
+        culprits=tuple(explained.get("culprits", [])),
         timed_out=result.timed_out,
         hung=result.hung,
         interrupted=result.interrupted,

@@ -49,7 +49,8 @@ def show_failure(section: dict[str, Any]) -> None:
         error = f": {failed['error']}" if failed.get("error") else ""
         say(f"job failed on {failed['node']} (exit {failed['exit_code']}){error}")
     for finding in explained.get("findings", []):
-        say(f"cause: {finding['code']} on {compact(finding['nodes'])}: {finding['summary']}")
+        on = f" on {compact(finding['nodes'])}" if finding["nodes"] else ""
+        say(f"cause: {finding['code']}{on}: {finding['summary']}")
         fix = finding.get("fix") or {}
         if fix.get("text"):
             say(f"  fix: {fix['text']}")

@@ -1,5 +1,5 @@
 """A pasted NCCL_DEBUG=INFO log: kept whole for doctor/facts/nccl/libraries.py, which reads it with
-the explain engine's NCCL log reader (doctor/explain/nccl_log.py): version, CUDA, interfaces,
+the explain engine's NCCL log reader (doctor/facts/nccl/log.py): version, CUDA, interfaces,
 transports. A job's log is one output however its program's prints split it (Kind.whole)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from doctor.explain.nccl_world import world_size
 from doctor.facts.nccl.libraries import LOG_SLOT
+from doctor.facts.nccl.world import world_size
 from doctor.paste.kind import Kind
 
 # A job's launch, as a prompt or bash -x ("+ ") echoes it: what follows is the job's log.
@@ -19,7 +19,7 @@ LAUNCH = (
 # A logger line, or the bare version line NCCL before 2.9 prints once before any of them (and
 # RCCL's banner), or the header nccl-tests and rccl-tests print first: a paste whose version line
 # follows other output still opens there. A launcher's or framework's count of ranks
-# (nccl_world.py) opens the job's log too: it comes before NCCL's first line.
+# (doctor/facts/nccl/world.py) opens the job's log too: it comes before NCCL's first line.
 _OPENS = re.compile(
     r"\b[NR]CCL (?:INFO|WARN|ATTN|TRACE|DIAG) |\b[NR]CCL version :? ?\d+\.\d+\.\d+"
     r"|^# nccl-tests version |^rccl-tests: Version |^\++ " + LAUNCH

@@ -14,6 +14,7 @@ from doctor.core.jsonable import SCHEMA_VERSION, jsonable
 from doctor.core.model import Finding, Severity
 from doctor.core.printable import say
 from doctor.explain.engine import Explanation, context, findings
+from doctor.explain.explanation import CONSEQUENCE, TIERS, hit_tier
 from doctor.explain.source import LogReadError, expand
 
 if TYPE_CHECKING:
@@ -37,15 +38,57 @@ def hang_findings(result: Explanation) -> list[Finding]:
     return [replace(f, check="hang") for f in verdict(result.hang)]
 
 
-def all_findings(result: Explanation) -> list[Finding]:
-    """The hang's verdict first (it names the rank behind), then every signature seen, in the
-    order things happened."""
-    return hang_findings(result) + findings(result)
+def all_findings(result: Explanation) -> tuple[Finding | None, list[Finding]]:
+    """The job's first failure (lead()), and every finding, that one first, the rest in their
+    order: the hang's verdict (it names the rank behind), then each signature seen, in the order
+    things happened. The first failure's consequences are listed under it too (``data.then``)."""
+    hung = hang_findings(result)
+    signed = findings(result)
+    first = lead(result, hung, signed)
+    if first is None:
+        return None, hung + signed
+    rest = [f for f in hung + signed if f is not first]
+    then = folded(result, first, signed)
+    if then:
+        first = replace(first, data={**first.data, "then": [f.code for f in then]})
+    return first, [first, *rest]
+
+
+def lead(result: Explanation, hung: list[Finding], signed: list[Finding]) -> Finding | None:
+    """The job's first failure: a cause a program names itself; a restatement of one, or a
+    cause any program prints, that names its culprit; else the hang's verdict where it names a
+    rank or node (a launcher's "Killed" that says of no rank, torchrun's SIGKILL, yields to the
+    rank the hang's evidence names); else the surest signature seen; else the hang's verdict."""
+    hit = result.first_error()
+    surest = hit_tier(hit) if hit is not None else TIERS
+    if surest == 0 or (surest < CONSEQUENCE and (signed[0].nodes or signed[0].data.get("ranks"))):
+        return signed[0]
+    failed = [f for f in hung if f.severity is Severity.FAIL]
+    named = [f for f in failed if f.nodes or f.data.get("ranks")]
+    chosen = named or signed or failed
+    return chosen[0] if chosen else None
+
+
+def folded(result: Explanation, first: Finding, signed: list[Finding]) -> list[Finding]:
+    """The signatures seen that only restate the first failure or follow from it: every one of
+    a later tier than it (a consequence lists none: nothing is known to follow from it). Under
+    the hang's verdict, the consequences and the restatements that name no one."""
+    hit = result.first_error()
+    tiers = {h.signature.code: hit_tier(h) for h in result.hits.values()}
+    if first.check == "hang":
+        return [
+            f
+            for f in signed
+            if tiers.get(f.code) == CONSEQUENCE
+            or (0 < tiers.get(f.code, 0) < CONSEQUENCE and not (f.nodes or f.data.get("ranks")))
+        ]
+    top = TIERS if hit is None else hit_tier(hit)
+    return [f for f in signed if f is not first and top < tiers.get(f.code, 0) < TIERS - 1]
 
 
 def explain_json(result: Explanation) -> dict[str, Any]:
     """The JSON document: the report's envelope with findings and context."""
-    found = all_findings(result)
+    first, found = all_findings(result)
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "cluster-doctor", "version": __version__},
@@ -53,7 +96,7 @@ def explain_json(result: Explanation) -> dict[str, Any]:
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "findings": [jsonable(f) for f in found],
         "summary": {str(s): sum(1 for f in found if f.severity is s) for s in Severity},
-        "context": context(result),
+        "context": context(result, first),
     }
 
 
@@ -159,31 +202,50 @@ def _few(names: list[str], shown: int = 4) -> str:
 def render_explain_text(result: Explanation, console: Console) -> None:
     from rich.text import Text
 
-    doc = context(result)
+    first, found = all_findings(result)
+    doc = context(result, first)
     for line in _context_lines(doc):
         console.print(line)
-    hung = hang_findings(result)
-    if hung:
-        console.print(Text(f"\nThe hang, from {_few(result.hang_sources)}:", style="bold"))
-        for index, f in enumerate(hung, 1):
+    then = set((first.data.get("then") or []) if first is not None else [])
+    hung = [f for f in found if f.check == "hang"]
+    signed = [f for f in found if f.check != "hang" and not (f is not first and f.code in then)]
+    below = [f for f in found if f.check != "hang" and f is not first and f.code in then]
+    index = 1
+    for shown, head in (
+        (hung, f"The hang, from {_few(result.hang_sources)}"),
+        (signed, f"{len(signed) + len(below)} known failure(s), the first failure first, then in "
+         "the order they happened"),
+    ):  # fmt: skip
+        if not shown:
+            continue
+        if first is not None and first in shown:
+            at = f" at {doc['first_error']['at']}" if doc["first_error"]["at"] else ""
+            head += f" (first: {first.code}{at})"
+        console.print(Text(f"\n{head}:", style="bold"))
+        for f in shown:
             for line in _finding_lines(index, f):
                 console.print(line)
-    found = findings(result)
+            if f is first:
+                for line in _then_lines(below):
+                    console.print(line)
+            index += 1
     if not found:
-        if not hung:
-            console.print(Text(f"{NO_SIGNATURE} in these logs.", style="bold"))
-        return
-    first = doc["first_error"]
-    console.print(
-        Text(
-            f"\n{len(found)} known failure(s), in the order they happened"
-            f" (first: {first['code']} at {first['at']}):",
-            style="bold",
-        )
-    )
-    for index, f in enumerate(found, len(hung) + 1):
-        for line in _finding_lines(index, f):
-            console.print(line)
+        console.print(Text(f"{NO_SIGNATURE} in these logs.", style="bold"))
+
+
+def _then_lines(below: list[Finding]) -> list[Text]:
+    """What followed from the first failure, a line each: its code, who reported it, its words."""
+    from rich.text import Text
+
+    out = []
+    for f in below:
+        said = f.summary.partition(" [")[0].partition("; first failure")[0]
+        by = f.data.get("reported_by") or {}
+        who = ", ".join([*(f"rank {r}" for r in by.get("ranks", [])[:4]), *by.get("nodes", [])[:4]])
+        named = f" on {', '.join(f.nodes)}" if f.nodes else ""
+        reported = f", reported by {who}" if who else ""
+        out.append(Text(f"      then: {f.code}{named}{reported}: {said}", style="dim"))
+    return out
 
 
 def show_explanation(

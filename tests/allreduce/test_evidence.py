@@ -19,7 +19,7 @@ from doctor.stages.allreduce.stage import read_logs as scan
 
 def nccl_findings(run: RunResult, seen: object, predicted: dict[str, Prediction]) -> list[Finding]:
     """The allreduce check's NCCL part, on a run whose logs were read."""
-    return list(nccl_choices(replace(run, logs=scan(run)), predicted))
+    return list(nccl_choices(replace(run, nccl_log=scan(run).nccl), predicted))
 
 
 FIXTURE = Path(__file__).parent.parent / "fixtures/logs/format/nccl-context-gpu.log"

@@ -12,7 +12,7 @@ from typing import Any
 
 from checks.nccl_log import drift
 from doctor.core.model import Severity
-from doctor.explain.nccl_log import parse_nccl_log
+from doctor.facts.nccl.log import parse_nccl_log
 from tests.checks.test_nccl_log_checks import analyze
 
 

@@ -8,8 +8,11 @@ rarely holds one. A greedy cover: the substring (6 to 8 bytes, or a whole shorte
 the most uncovered keywords hold, preferring one that neither starts nor ends with a space (the
 automaton's SIMD search keys on a pattern's first bytes, and a space is text's commonest byte:
 such anchors cost 20% of its speed on text made of words), then fewer of English text's
-commonest letters and spaces, then longer; "CCL " is taken first, which every NCCL and RCCL
-logger line holds.
+commonest letters and spaces, then longer. Taken first: "CCL ", which every NCCL and RCCL logger
+line holds, and the words of an error in its common spellings ("rror", "ERROR", "FAIL", "ailed",
+"atal", "xcept"), which the long tail's readers and the unrecognised lines' keywords hold: each
+covers many keywords at once, where a piece of every reader's own words would take the sieve
+past its 64.
 
 Then their order, which decides how fast the search runs. The automaton's SIMD search (Teddy, in
 the aho-corasick crate: src/packed/teddy/builder.rs and generic.rs) puts more than 32 patterns in
@@ -32,10 +35,10 @@ from collections.abc import Iterable, Sequence
 from importlib.resources import files
 
 from doctor.explain.catalogue import catalogue
-from doctor.explain.nccl_lines import KEYWORDS as NCCL_KEYWORDS
+from doctor.facts.nccl.lines import KEYWORDS as NCCL_KEYWORDS
 from tests.explain.fixtures import LOGS, body
 
-SEED = (b"CCL ",)
+SEED = (b"CCL ", b"rror", b"ERROR", b"FAIL", b"ailed", b"atal", b"xcept")
 SHORTEST, LONGEST = 6, 8
 COMMON = frozenset(b" etaoinshrdlucmfwypvbgk")
 SIMD_LIMIT = 64  # aho-corasick's Teddy search takes at most this many patterns

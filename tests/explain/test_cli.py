@@ -82,7 +82,14 @@ def test_stdin_and_binary_garbage() -> None:
     assert [f["code"] for f in json.loads(proc.stdout)["findings"]] == ["ssh.permission_denied"]
 
 
-@pytest.mark.parametrize("name", ["format/nccl-context-gpu.log", "real/mpi-orted-not-found.log"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "format/nccl-context-gpu.log",
+        "real/mpi-orted-not-found.log",
+        "format/nccl-ib-peer-gone.log",  # a culprit, who reported it, what followed
+    ],
+)
 def test_json_follows_the_shipped_schemas(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(["--format", "json", str(LOGS / name)], capsys)
     doc = json.loads(out)

@@ -23,9 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.core.model import Missing
-from doctor.explain.nccl_log import NcclLog
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.nccl.libraries import NcclFacts, parse_nccl
+from doctor.facts.nccl.log import NcclLog
 from doctor.facts.node import parse_node
 from doctor.judge.registry import load_checks
 from doctor.judge.runner import run_checks

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from doctor.explain.nccl_lines import transport_name
-from doctor.explain.nccl_log import parse_nccl_log
+from doctor.facts.nccl.lines import transport_name
+from doctor.facts.nccl.log import parse_nccl_log
 from tests.explain.fixtures import LOGS, body
 
 

@@ -14,7 +14,7 @@ The lines are written from NCCL's format strings (nothing here was captured: no 
 from __future__ import annotations
 
 from doctor.explain.engine import Scanner
-from doctor.explain.nccl_log import NcclLog, parse_nccl_log
+from doctor.facts.nccl.log import NcclLog, parse_nccl_log
 
 
 def read(text: str) -> NcclLog:

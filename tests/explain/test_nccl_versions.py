@@ -99,6 +99,6 @@ def test_sentence_per_node() -> None:
     ],
 )
 def test_junk_is_kept_out_never_a_crash(line: str) -> None:
-    from doctor.explain.nccl_log import parse_nccl_log
+    from doctor.facts.nccl.log import parse_nccl_log
 
     parse_nccl_log([line, line[::-1]]).to_json()

@@ -1,5 +1,5 @@
 """A job's rank count from its launcher's or framework's own line, where no NCCL line gives one
-(doctor/explain/nccl_world.py), in `doctor explain` and in a pasted log.
+(doctor/facts/nccl/world.py), in `doctor explain` and in a pasted log.
 
 torchrun's lines are real (tests/fixtures/paste/torchrun-job-nccl-bootstrap.log). The others
 are written from each framework's source, not captured (none runs here without GPUs or a cluster):
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.explain.nccl_world import world_size
+from doctor.facts.nccl.world import world_size
 from tests.explain.fixtures import body
 from tests.explain.test_nccl_job_log import FOREIGN, NCCL_LINES, pasted
 from tests.explain.test_nccl_scarce import read

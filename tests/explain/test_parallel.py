@@ -32,10 +32,10 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def said(result: Explanation) -> dict[str, Any]:
-    """The JSON document, less the time it was made, and less the hang's evidence: read after
-    the scan, from the file itself, the same however the scan was cut (the corpus's watchdog
-    lines from many jobs do make one)."""
-    doc = explain_json(replace(result, hang=None, hang_sources=[]))
+    """The JSON document, less the time it was made, and less the hang's evidence and the
+    launchers' reports: read after the scan, from the file itself, the same however the scan
+    was cut (the corpus's watchdog lines from many jobs do make one)."""
+    doc = explain_json(replace(result, hang=None, hang_sources=[], exits=[]))
     del doc["created"]
     return doc
 

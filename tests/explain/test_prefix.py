@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from doctor.explain.prefix import splice_at, strip_prefixes
+from doctor.core.logline import splice_at, strip_prefixes
 
 
 def this_year(*parts: int) -> float:
@@ -166,7 +166,7 @@ def test_collector_wrappings(line: str, text: str, fields: dict[str, object]) ->
     got, origin = strip_prefixes(line)
     assert got == text
     want = {"host": None, "pid": None, "rank": None, "time": None, "via": None, "src": None,
-            "repeat": 0, **fields}  # fmt: skip
+            "repeat": 0, "level": None, **fields}  # fmt: skip
     assert origin._asdict() == want
 
 

@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from doctor.core.logline import Origin, strip_prefixes
 from doctor.explain.engine import Scanner, context, findings
-from doctor.explain.nccl_log import MAX_PROCESSES, NcclLog
-from doctor.explain.prefix import Origin, strip_prefixes
 from doctor.explain.source import MAX_LINE, iter_blocks
+from doctor.facts.nccl.log import MAX_PROCESSES, NcclLog
 from doctor.render.explain import explain_json
 from tests.explain.fixtures import LOGS, body
 from tests.properties.counting import counted
@@ -41,7 +41,7 @@ def scan_bytes(data: bytes) -> Scanner:
 def check(data: bytes) -> None:
     scanner = scan_bytes(data)
     found = findings(scanner.result)
-    assert len(found) == len(scanner.result.hits)
+    assert len(found) == len(scanner.result.ordered())  # a fallback's hits only alone
     doc = explain_json(scanner.result)
     assert doc["context"]["lines"] == scanner.result.lines == context(scanner.result)["lines"]
 
@@ -132,7 +132,7 @@ def test_a_failure_line_keeps_its_code_under_prefixes_and_line_endings(
 ) -> None:
     line, code = case
     # A launcher's label before a line that carries another rank's label is two writers' lines
-    # spliced (prefix.py): nothing of it is read, by design.
+    # spliced (doctor/core/logline.py): nothing of it is read, by design.
     outer = strip_prefixes((prefix + b"x").decode())[1].rank
     inner = strip_prefixes(line.decode("utf-8", "replace"))[1].rank
     assume(outer is None or inner is None or outer == inner)

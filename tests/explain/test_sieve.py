@@ -35,8 +35,9 @@ CORPUS = [line for p in sorted(LOGS.glob("*/*.log")) for line in body(p).split(b
 
 def said(result: Explanation) -> dict[str, Any]:
     """The report, less when it was made and the file names it read (first_seen, evidence), and
-    less the hang's evidence, read after the scan from the file itself (however it was read)."""
-    doc = explain_json(replace(result, hang=None, hang_sources=[]))
+    less the hang's evidence and the launchers' reports, read after the scan from the file
+    itself (however it was read)."""
+    doc = explain_json(replace(result, hang=None, hang_sources=[], exits=[]))
     del doc["created"]
     sources = doc["context"].pop("sources")
     text = json.dumps(doc)

@@ -6,14 +6,17 @@ import json
 import re
 from importlib.resources import files
 
+import jsonschema
 import pytest
 
 from doctor.core.model import Severity
 from doctor.explain.catalogue import CatalogueError, catalogue, parse_catalogue
-from doctor.explain.engine import context, findings
+from doctor.explain.engine import findings
 from tests.explain.fixtures import LOGS, scan
+from tests.explain.test_tail import TAIL
 
-# The codes each fixture must produce, in the order the failures happened.
+# The codes each fixture must produce: the job's first failure first, then the rest in the order
+# they happened.
 EXPECTED = {
     "format/cuda-device-assert.log": ["cuda.device_assert"],
     "format/cuda-driver-too-old.log": ["cuda.driver_too_old"],
@@ -56,28 +59,44 @@ EXPECTED = {
         "nccl.socket.truncated",
         "nccl.p2p.disabled_nvlink",
     ],
+    # The failure before the note (libibverbs missing is information, not a failure).
     "format/nccl-net-plugin.log": [
-        "nccl.ib.no_libibverbs",
         "nccl.ib.no_ip_interface",
+        "nccl.ib.no_libibverbs",
         "nccl.net.no_plugin",
     ],
     "format/nccl-peer-closed.log": [
         "nccl.shm.full",
         "nccl.socket.peer_closed",
+        "nccl.warn.proxy",
         "nccl.result.remote_error",
     ],
     "format/nccl-ring-no-loop.log": ["nccl.ring.no_loop"],
+    # The peer an IB error names, before the watchdog's abort printed ahead of it (stderr
+    # unbuffered, NCCL's stdout buffered); the peer refused; an Xid before CUDA's word on it.
+    "format/nccl-ib-peer-gone.log": [
+        "nccl.ib.completion_retry_exceeded",
+        "torch.nccl.comm_aborted",
+        "nccl.result.remote_error",
+    ],
+    "format/nccl-connect-refused-peer.log": [
+        "nccl.socket.connect_failed",
+        "nccl.result.remote_error",
+    ],
+    "format/xid-rank-gpu.log": ["gpu.xid.fell_off_bus", "cuda.gpu_fault"],
     "format/nccl-shm-full.log": ["nccl.shm.full"],
     "format/nccl-shm-removed.log": ["nccl.shm.removed"],
     "format/torch-nccl-watchdog.log": ["torch.nccl.watchdog_timeout"],
-    "format/torch-nccl-last-error.log": ["nccl.result.system_error", "nccl.socket.connect_failed"],
+    # The cause NCCL's 'Last error:' gives before the result code that restates it.
+    "format/torch-nccl-last-error.log": ["nccl.socket.connect_failed", "nccl.result.system_error"],
     "real/mpi-host-key-unknown.log": ["ssh.host_key_failed", "mpi.daemons_failed"],
     "real/mpi-not-enough-slots.log": ["mpi.not_enough_slots"],
     "real/mpi-rank-exit.log": ["mpi.rank_exited"],
     "real/mpi-orted-not-found.log": ["mpi.orted_not_found", "mpi.daemons_failed"],
     "real/mpi-unreachable-host.log": ["ssh.connect_failed", "mpi.daemons_failed"],
     "real/nccl-bootstrap-netns.log": [],
-    "real/nccl-comm-id-invalid.log": ["nccl.comm_id.invalid"],
+    # The resolver's failure (a socket WARN) comes before NCCL says the id is invalid.
+    "real/nccl-comm-id-invalid.log": ["nccl.comm_id.invalid", "nccl.warn.socket"],
     "real/nccl-comm-id-no-subnet.log": ["nccl.comm_id.no_subnet", "nccl.result.system_error"],
     "real/nccl-init-no-gpu.log": ["nccl.cuda.failure", "nccl.result.cuda_error"],
     "real/nccl-no-iface.log": ["nccl.iface.none_found", "nccl.result.invalid_usage"],
@@ -93,7 +112,7 @@ EXPECTED = {
     # 127.0.1.1 (04:26:13) before rank 0's connect timeout (04:26:38).
     "real/torch-gloo-loopback-hostname.log": ["gloo.loopback_address", "gloo.connect_failed"],
     "real/torch-gloo-op-timeout.log": ["gloo.op_timeout"],
-    "real/torch-init-unreachable.log": ["net.unreachable", "torch.store.connect_timeout"],
+    "real/torch-init-unreachable.log": ["torch.store.connect_timeout", "net.unreachable"],
     "real/torch-tcpstore-refused.log": ["torch.store.connect_timeout"],
     "real/torch-tcpstore-wait-clients.log": ["torch.store.wait_clients_timeout"],
     "real/torch-torchrun-rdzv-timeout.log": ["torch.rendezvous.timeout"],
@@ -118,8 +137,8 @@ EXPECTED = {
     ],
     # Rank 0 sees its peer vanish before torchrun's agent reports rank 1's death.
     "real/torchrun-worker-sigkill.log": [
-        "gloo.peer_lost",
         "torch.elastic.worker_sigkill",
+        "gloo.peer_lost",
         "torch.elastic.worker_sigterm",
     ],
     "real/torchrun-worker-exception.log": [
@@ -127,11 +146,12 @@ EXPECTED = {
         "torch.elastic.worker_failed",
         "torch.elastic.worker_sigterm",
     ],
+    # The kernel's OOM kill (dmesg, after the job's output) is why torchrun saw a SIGKILL.
     "real/torchrun-worker-oom-killed.log": [
+        "host.oom_killed",
         "gloo.peer_lost",
         "torch.elastic.worker_sigkill",
         "torch.elastic.worker_sigterm",
-        "host.oom_killed",
     ],
     # Healthy runs with every debug log on: many INFO/WARNING lines, nothing to explain.
     "real/healthy-torchrun-gloo-debug.log": [],
@@ -162,11 +182,20 @@ EXPECTED = {
     "nccl/v2.4-ib-mpirun.log": [],
     "nccl/v2.7-socket-torchrun.log": [],
     # A rank killed or crashed mid-job, under each launcher (captured: hang/exits/README.md).
-    "hang/exits/mpirun-kill.log": ["mpi.rank_exited", "gloo.peer_lost", "mpi.rank_killed"],
-    "hang/exits/mpirun-3-nodes.log": ["mpi.rank_exited", "gloo.peer_lost", "mpi.rank_killed"],
-    "hang/exits/srun-kill.log": ["gloo.peer_lost", "slurm.task_killed"],
-    "hang/exits/srun-kill-on-bad-exit.log": ["gloo.peer_lost", "slurm.task_killed"],
-    "hang/exits/srun-segv.log": ["gloo.peer_lost", "slurm.task_killed"],
+    "hang/exits/mpirun-kill.log": ["mpi.rank_killed", "mpi.rank_exited", "gloo.peer_lost"],
+    "hang/exits/mpirun-3-nodes.log": ["mpi.rank_killed", "mpi.rank_exited", "gloo.peer_lost"],
+    "hang/exits/srun-kill.log": ["slurm.task_killed", "gloo.peer_lost"],
+    "hang/exits/srun-kill-on-bad-exit.log": [
+        "slurm.task_killed",
+        "gloo.peer_lost",
+        "slurm.cancelled",
+    ],
+    "hang/exits/srun-segv.log": ["slurm.task_killed", "gloo.peer_lost"],
+    # A job's failures as Slurm sees them, captured on the harness (bed/README.md).
+    "bed/store-refused.log": ["torch.store.connect_timeout"],
+    "bed/hung-timeout.log": ["gloo.op_timeout", "slurm.cancelled"],
+    "bed/time-limit.log": ["slurm.time_limit"],
+    "bed/node-fail.log": ["slurm.node_fail", "slurm.cancelled"],
 }
 
 # What each captured failure must be blamed on (the first error), not only that it is found.
@@ -174,13 +203,16 @@ FIRST = {
     "real/torch-dataloader-bus-error.log": "torch.dataloader.bus_error",
     "real/torch-gloo-size-mismatch.log": "gloo.size_mismatch",
     "real/torchrun-worker-sigkill.log": "torch.elastic.worker_sigkill",
-    "real/torchrun-worker-exception.log": "torch.elastic.worker_failed",
-    "real/torchrun-worker-oom-killed.log": "torch.elastic.worker_sigkill",
+    # Only consequences (the rank's own ValueError is no signature): the earliest.
+    "real/torchrun-worker-exception.log": "gloo.peer_lost",
+    "real/torchrun-worker-oom-killed.log": "host.oom_killed",
     "format/cuda-oom.log": "cuda.oom",
     # NCCL_DEBUG unset: the cause is only in the "Last error:" PyTorch appends.
     "format/torch-nccl-last-error.log": "nccl.socket.connect_failed",
     "format/torch-nccl-heartbeat.log": "torch.nccl.watchdog_timeout",
     "format/horovod-p2p-same-hostname.log": "nccl.p2p.ipc_failed",
+    "format/nccl-ib-peer-gone.log": "nccl.ib.completion_retry_exceeded",
+    "format/xid-rank-gpu.log": "gpu.xid.fell_off_bus",
     # The killed rank, not the peers that lost it (printed first) nor the launcher's teardown.
     "hang/exits/mpirun-kill.log": "mpi.rank_killed",
     "hang/exits/srun-kill.log": "slurm.task_killed",
@@ -191,7 +223,7 @@ FIRST = {
 def test_every_fixture_is_listed() -> None:
     on_disk = {f"{p.parent.name}/{p.name}" for p in LOGS.glob("*/*.log")}
     on_disk |= {f"hang/exits/{p.name}" for p in LOGS.glob("hang/exits/*.log")}
-    assert on_disk == set(EXPECTED)
+    assert on_disk == set(EXPECTED) | set(TAIL)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -206,7 +238,7 @@ def test_first_failure(name: str) -> None:
 
 
 def test_every_signature_is_tested_on_a_fixture() -> None:
-    tested = {code for codes in EXPECTED.values() for code in codes}
+    tested = {code for codes in [*EXPECTED.values(), *TAIL.values()] for code in codes}
     assert {s.code for s in catalogue()} - tested == set()
 
 
@@ -265,6 +297,50 @@ def test_a_pattern_only_fires_on_lines_holding_one_of_its_keywords() -> None:
                 )
 
 
+def test_catalogue_follows_its_schema() -> None:
+    text = files("doctor").joinpath("schema/signatures.schema.json").read_text()
+    document = json.loads(files("doctor.explain").joinpath("signatures.json").read_text())
+    jsonschema.validate(document, json.loads(text))
+
+
+def test_the_consequences_are_the_known_set() -> None:
+    """The issue's set: the watchdog's abort and timeout, the remote error, a peer closed or
+    lost, a worker that failed or exited, the launcher's teardown."""
+    consequences = {s.code for s in catalogue() if s.role == "consequence"}
+    assert {
+        "torch.nccl.watchdog_timeout",
+        "torch.nccl.heartbeat_timeout",
+        "torch.nccl.comm_aborted",
+        "nccl.result.remote_error",
+        "nccl.socket.peer_closed",
+        "gloo.peer_lost",
+        "gloo.op_timeout",
+        "torch.elastic.worker_failed",
+        "torch.elastic.worker_sigterm",
+        "mpi.rank_exited",
+        "horovod.shut_down",
+    } <= consequences
+    # each names its culprit only by what its match says (a lost peer), never by its printer
+    assert all(s.culprit != () for s in catalogue() if s.role == "consequence")
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"role": "secondary"}, "role 'secondary' is not one of"),
+        ({"culprit": ["who"]}, "culprit group 'who' is not one of"),
+        ({"culprit": ["peer"]}, "no pattern has culprit group peer"),
+    ],
+)
+def test_a_role_or_culprit_the_catalogue_does_not_know_is_named(
+    change: dict[str, object], said: str
+) -> None:
+    document = json.loads(files("doctor.explain").joinpath("signatures.json").read_text())
+    entry = next(e for e in document["signatures"] if e["code"] == "cuda.oom")
+    with pytest.raises(CatalogueError, match=f"cuda.oom: {re.escape(said)}"):
+        parse_catalogue(json.dumps({"signatures": [{**entry, **change}]}))
+
+
 def test_malformed_catalogue_names_the_entry() -> None:
     document = json.loads(files("doctor.explain").joinpath("signatures.json").read_text())
     broken = dict(document["signatures"][0], patterns=["(unclosed"])
@@ -280,15 +356,15 @@ def test_consequence_points_at_the_rank_that_failed_first() -> None:
     assert first is not None and first.signature.code == "nccl.shm.full"
     assert first.origin.rank == 1 and first.origin.host == "gpu-b"
     closed = next(f for f in findings(result) if f.code == "nccl.socket.peer_closed")
-    assert "first failure: nccl.shm.full on rank 1, gpu-b" in closed.summary
+    assert "first failure: nccl.shm.full on rank 1 on gpu-b" in closed.summary
     # rank 0 only reported its peer's exit: never named as the cause
-    assert closed.data["reported"] == [0] and "ranks" not in closed.data
+    assert closed.data["reported_by"]["ranks"] == [0] and "ranks" not in closed.data
     assert "[reported by rank 0, gpu-a pid 5001]" in closed.summary
 
 
 def test_first_error_prefers_the_specific_over_the_generic() -> None:
     result = scan(LOGS / "real/torch-init-unreachable.log")
-    assert context(result)["first_error"]["code"] == "torch.store.connect_timeout"
+    assert result.first_error().signature.code == "torch.store.connect_timeout"  # type: ignore[union-attr]
 
 
 def test_summaries_fill_in_what_the_line_said() -> None:
@@ -307,4 +383,4 @@ def test_horovod_rank_tag_names_the_rank_that_reported() -> None:
     shut = next(
         f for f in findings(scan(LOGS / "format/horovod.log")) if f.code == "horovod.shut_down"
     )
-    assert shut.data["reported"] == [1] and "ranks" not in shut.data
+    assert shut.data["reported_by"]["ranks"] == [1] and "ranks" not in shut.data

@@ -227,7 +227,7 @@ def test_doctor_run_looks_before_the_jobs_own_timeout_and_reports_the_hang_as_a_
     found = hang_findings(doc)
     assert list(found) == ["hang.outside_collective"]
     assert found["hang.outside_collective"]["data"]["ranks"] == [3]
-    assert 3 not in found["hang.outside_collective"]["data"]["reported"]
+    assert 3 not in found["hang.outside_collective"]["data"]["reported_by"]["ranks"]
     assert doc["summary"]["fail"] >= 1
 
 

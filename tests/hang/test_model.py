@@ -55,7 +55,7 @@ def test_a_rank_that_queued_less_far_ahead_is_not_behind() -> None:
     assert [o.process.rank for o in view.odd] == [3]
     assert "enqueued up to collective #99, the others wait in #100 (Flight" in view.odd[0].why
     (found,) = [f for f in verdict(facts) if f.code == "hang.outside_collective"]
-    assert found.data["ranks"] == [3] and found.data["reported"] == [0, 1, 2]
+    assert found.data["ranks"] == [3] and found.data["reported_by"]["ranks"] == [0, 1, 2]
 
 
 def test_one_rank_far_behind_in_seq_is_named_and_only_it() -> None:
@@ -78,14 +78,14 @@ def test_every_rank_at_its_first_collective_blames_the_path_not_a_rank() -> None
     facts = written(rank(0, dump(1, 0, first), "a"), rank(1, dump(1, 0, first), "b"))
     (found,) = verdict(facts)
     assert found.code == "hang.first_collective" and found.data["ranks"] == []
-    assert found.data["reported"] == [0, 1] and "path between a,b is" in found.summary
+    assert found.data["reported_by"]["ranks"] == [0, 1] and "path between a,b is" in found.summary
     assert any(c.startswith("doctor preflight -H a,b") for c in found.fix.commands)
 
 
 def test_one_ranks_text_names_no_cause() -> None:
     (found,) = verdict(written(rank(4, dump(9, 8, [(9, "all_reduce", 5)]))))
     assert found.code == "hang.one_rank" and found.data["ranks"] == []
-    assert found.data["reported"] == [4] and "cannot say" in found.summary
+    assert found.data["reported_by"]["ranks"] == [4] and "cannot say" in found.summary
 
 
 def test_ranks_at_one_seq_with_other_sizes_are_a_mismatch() -> None:

@@ -91,13 +91,23 @@ def test_healthy_torchrun_runs_with_the_environment_and_its_output_prefixed(
 
 
 def test_a_rank_that_raises_is_named_with_its_error(shared: Cluster, tmp_path: Path) -> None:
+    failed, report = tmp_path / "failed.txt", tmp_path / "r.json"
     out = run(
-        doctor(shared, "--grace", "3", "--logs", str(tmp_path), "--", *TORCHRUN, "--fail-rank", "1")
-    )
+        doctor(
+            shared, "--grace", "3", "--logs", str(tmp_path), "--failed-hosts", str(failed),
+            "--json", str(report), "--", *TORCHRUN, "--fail-rank", "1",
+        )
+    )  # fmt: skip
     assert out.returncode == 1, out.stderr[-3000:]
     assert "job failed on node2 (exit 1): ValueError: planted failure on rank 1" in out.stderr
     assert "cause: torch.elastic.worker_failed" in out.stderr
     assert "ValueError: planted failure" in (tmp_path / "node2.log").read_text()
+    # node1 and node3 failed too, once their peer was gone: they only lost it. The culprit is
+    # the peer their Gloo lines name by address, which the gate saw node2 hold.
+    explained = json.loads(report.read_text())["run"]["explanation"]
+    assert {f["node"] for f in explained["failed"]} == {"node1", "node2", "node3"}
+    assert explained["culprits"] == ["node2"]
+    assert failed.read_text() == "node2\n"
     assert settle(shared) == {}
 
 

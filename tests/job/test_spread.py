@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from checks.job import job as job_check
+from doctor.facts.cluster import ClusterFacts
+from doctor.facts.hang.outcome import FailedNode, JobOutcome
 from doctor.job.explain import job_explanation
 from doctor.job.spread import Launch, run_job
 from doctor.nodes.inventory import local_node
@@ -66,12 +69,43 @@ def test_a_peer_named_by_address_is_named_by_node(tmp_path: Path) -> None:
     )
     launches = [Launch(node("node1"), ["sh", "-c", f"echo '{line}' >&2; exit 1"])]
     result = run_job(launches, LocalLauncher(), sys.executable, tmp_path)
-    [lost] = [
-        f for f in job_explanation(result, {"198.18.0.2": "node2"})["findings"]
-        if f["code"] == "gloo.peer_lost"
-    ]  # fmt: skip
+    explained = job_explanation(result, {"198.18.0.2": "node2"})
+    [lost] = [f for f in explained["findings"] if f["code"] == "gloo.peer_lost"]
     assert lost["summary"].startswith("a Gloo peer went away (node2, 198.18.0.2)")
-    assert lost["nodes"] == ["node1"]
+    # The peer is the suspect; node1 only reported losing it, and is no culprit of the job.
+    assert lost["nodes"] == ["node2"] and lost["seen_on"] == ["node1"]
+    assert lost["data"]["reported_by"]["nodes"] == ["node1"]
+    assert explained["culprits"] == ["node2"]
+
+
+def test_the_culprits_are_the_nodes_the_cause_names_not_every_failed_one(tmp_path: Path) -> None:
+    """Both nodes' commands fail: b's rank ran out of GPU memory (its own line, PyTorch's
+    wording in tests/fixtures/logs/format/cuda-oom.log), a's only lost its peer at b's address.
+    The job's culprit is b; a is a failed node, never a culprit (--failed-hosts, job.failed)."""
+    lost = (
+        "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "pair.cc:553] Connection closed by peer [198.18.0.2]:16608."
+    )
+    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    launches = [
+        Launch(node("a"), ["sh", "-c", f"sleep 1; echo '{lost}' >&2; exit 1"]),
+        Launch(node("b"), ["sh", "-c", f"echo '{oom}' >&2; exit 1"]),
+    ]
+    result = run_job(launches, LocalLauncher(), sys.executable, tmp_path, grace=5)
+    explained = job_explanation(result, {"198.18.0.2": "b"})
+    assert {f["node"] for f in explained["failed"]} == {"a", "b"}
+    assert explained["culprits"] == ["b"]
+    by_code = {f["code"]: f for f in explained["findings"]}
+    assert by_code["cuda.oom"]["nodes"] == ["b"] and by_code["cuda.oom"]["seen_on"] == ["b"]
+    assert by_code["gloo.peer_lost"]["data"]["reported_by"]["nodes"] == ["a"]
+    outcome = JobOutcome(
+        1,
+        tuple(FailedNode(f["node"], f["exit_code"], f["error"]) for f in explained["failed"]),
+        tuple(explained["findings"]),
+        tuple(explained["culprits"]),
+    )
+    (finding,) = list(job_check.fn(ClusterFacts({}, job=outcome)))
+    assert finding.code == "job.failed" and finding.nodes == ("b",)
 
 
 def test_a_command_that_cannot_start_is_named(tmp_path: Path) -> None:

@@ -42,6 +42,8 @@ WRITTEN = [
         "rccl-roce.log",
     )
 ]
+# A healthy job's noise that names errors without one (c10d's retries, NCCL INFO, metrics).
+WRITTEN.append(LOGS / "tail" / "healthy-noisy.log")
 HEALTHY = {p.name: body(p).decode().splitlines() for p in CAPTURED + WRITTEN}
 NCCL_LOGS = sorted(n for n, lines in HEALTHY.items() if any("NCCL INFO" in x for x in lines))
 

@@ -20,7 +20,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from doctor.explain.prefix import strip_prefixes
+from doctor.core.logline import strip_prefixes
+from doctor.core.nodeset import numbers
 
 # Signals no collective's failure sends: the OOM killer, a scheduler, kill -9; a native crash.
 ENDS = {9: "SIGKILL", 11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
@@ -86,7 +87,7 @@ def read_exits(lines: Iterable[str]) -> list[Exit]:
             _keep(found, int(rank), node, int(pid), "mpirun", int(number))
         elif srun := SRUN.search(message):
             number = NAMED.get(srun.group(3).removesuffix(" (core dumped)"))
-            for rank in _tasks(srun.group(2)) if number else ():
+            for rank in numbers(srun.group(2), MAX_TASKS) if number else ():
                 _keep(found, rank, srun.group(1), 0, "srun", number or 0)
     for entry in entries.values():
         _torchrun(entry, found)
@@ -104,17 +105,3 @@ def _torchrun(entry: dict[str, tuple[str, str | None]], found: dict[int, Exit]) 
 def _keep(found: dict[int, Exit], rank: int, node: str, pid: int, by: str, signal: int) -> None:
     if signal in ENDS and rank not in found:
         found[rank] = Exit(rank, "" if node in NOT_A_NODE else node, pid, ENDS[signal], by)
-
-
-def _tasks(spec: str) -> list[int]:
-    """srun's task list: "3", "0-1,3"; at most MAX_TASKS, however wide a range it says."""
-    out: list[int] = []
-    for part in spec.split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            first = int(low)
-            last = min(int(high or low), first + MAX_TASKS)
-            out.extend(range(first, last + 1))
-        if len(out) >= MAX_TASKS:
-            break
-    return out[:MAX_TASKS]

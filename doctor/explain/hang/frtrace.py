@@ -65,7 +65,7 @@ FIELDS = {
 }
 CULPRIT = re.compile(r"(?:Culprit|Error) rank (\d+)")
 # What a field keeps where a reader of journald's "TIME host prog: " took "missing ranks: " for
-# a host and a program (doctor/explain/prefix.py on a time-stamped line): a bare set, the
+# a host and a program (doctor/core/logline.py on a time-stamped line): a bare set, the
 # culprits' sentence. The analyzer prints missing ranks before expected ranks.
 BARE_SET = re.compile(r"^\s*(?P<v>\{[\d, ]*\}|set\(\))\s*$")
 BARE_ERRORS = re.compile(r"(?P<v>(?:Culprit|Error) rank \d+[;,].*)")

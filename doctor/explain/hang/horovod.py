@@ -19,7 +19,7 @@ will cause deadlock.``:
   ranks: 0]``: only the ranks that did submit. A rank is missing a tensor here when it
   submitted another one; a rank that submitted nothing is not seen.
 
-A line ``N: [...]`` loses its rank to an ``srun -l`` label reader (doctor/explain/prefix.py
+A line ``N: [...]`` loses its rank to an ``srun -l`` label reader (doctor/core/logline.py
 peels ``N: ``): give these lines as printed.
 """
 

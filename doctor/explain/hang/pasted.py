@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from doctor.core.logline import Origin
 from doctor.explain.hang import pasted_frames as pf
 from doctor.explain.hang.pasted_headers import Labels, Said, read_header
 from doctor.explain.hang.pasted_processes import Dump, Rows, processes
 from doctor.explain.hang.pasted_ps import Table, table_header, table_row
 from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
 from doctor.explain.hang.watchdog import read_watchdog
-from doctor.explain.prefix import Origin
 from doctor.facts.hang.stacks import Frame, JobProcess, Thread, _threads
 
 # At least one of these is in any text read into a process (the caller's cheap pre-filter):

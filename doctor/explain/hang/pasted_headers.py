@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from doctor.core.logline import Origin, strip_prefixes
 from doctor.explain.hang import pasted_frames as pf
 from doctor.explain.hang.pasted_ps import table_header
-from doctor.explain.prefix import Origin, strip_prefixes
 
 
 class Said(NamedTuple):

@@ -5,7 +5,7 @@ A report is what NCCL's RAS client prints for ``STATUS`` or ``VERBOSE STATUS``
 the communicators table, then ``Errors`` and ``Warnings`` with per communicator ``#0-0 (hash)
 INCOMPLETE|ERROR|MISMATCH`` blocks of indented ``Rank N ...`` lines; or, after ``SET FORMAT
 json`` (NCCL >= 2.28), one JSON document with ``"nccl_version"``. A paste may wrap every line
-(a launcher's or a collector's prefix), drop their indentation (doctor/explain/prefix.py), hold
+(a launcher's or a collector's prefix), drop their indentation (doctor/core/logline.py), hold
 foreign lines among them, or stop short: each report is rebuilt from its own lines only, in
 NCCL's layout, for doctor/facts/hang/ras.py:read_ras.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from doctor.explain.prefix import strip_prefixes
+from doctor.core.logline import strip_prefixes
 
 MAX_LINE = 4096
 MAX_REPORT_LINES = 200_000  # a RAS report of a 100k-rank job in verbose mode

@@ -3,7 +3,7 @@
 NCCL RAS (ras_text.py finds its reports; doctor/facts/hang/ras.py reads them), PyTorch's Flight
 Recorder analyzer (frtrace.py), Horovod's stall inspector (horovod.py), and a Flight Recorder
 dump file itself (doctor/facts/hang/flight_dump.py, the stacks agent's reader). Lines may be
-given as printed or already unwrapped (doctor/explain/prefix.py); Horovod's ``N: [...]`` lines
+given as printed or already unwrapped (doctor/core/logline.py); Horovod's ``N: [...]`` lines
 keep their rank only as printed.
 """
 

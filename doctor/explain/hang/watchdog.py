@@ -3,7 +3,7 @@ which rank and process group, the work that timed out or failed, the group's las
 completed works, the other ranks it names. hang/written.py builds every rank's picture of a hung
 job from them; hang/watchdog_wordings.py holds the wordings of every version.
 
-A line is read after its wrapping is peeled (prefix.strip_prefixes). Where a second writer's line
+A line is read after its wrapping is peeled (logline.strip_prefixes). Where a second writer's line
 was spliced into it, only the first writer's part is read, and nothing the splice cut short
 counts: a number that runs into it, a field without its comma. Nor is the line's host taken.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from doctor.core.logline import Origin, splice_at
 from doctor.explain.hang.watchdog_wordings import (
     AT_WORK,
     COMPLETED,
@@ -24,7 +25,6 @@ from doctor.explain.hang.watchdog_wordings import (
     RAN,
     WORDINGS,
 )
-from doctor.explain.prefix import Origin, splice_at
 
 __all__ = ["KEYWORDS", "WatchdogLine", "read_watchdog"]
 

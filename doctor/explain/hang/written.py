@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
+from doctor.core.logline import Origin, splice_at, strip_prefixes
 from doctor.explain.hang.exits import ENDS, ENTRY, NAMED, Exit, read_exits
 from doctor.explain.hang.signs import DUMP_STARTS
 from doctor.explain.hang.watchdog import KEYWORDS as WATCHDOG_KEYWORDS
@@ -29,7 +30,6 @@ from doctor.explain.hang.watchdog import WatchdogLine, read_watchdog
 from doctor.explain.hang.words import EXITS
 from doctor.explain.hang.words import VERDICTS as VERDICT_KEYWORDS
 from doctor.explain.keywords import KeywordIndex
-from doctor.explain.prefix import Origin, splice_at, strip_prefixes
 from doctor.facts.hang.stacks import JobProcess, NodeStacks, StacksFacts, Told
 
 # A file's rank in its name: rank3.log, rank_3, rank-3, proc3, task3, worker3, fr_3,

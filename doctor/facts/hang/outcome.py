@@ -22,6 +22,9 @@ class JobOutcome:
     failed: tuple[FailedNode, ...] = ()
     # The known failures in the nodes' output (doctor explain's findings, as JSON), cause first.
     causes: tuple[dict[str, Any], ...] = ()
+    # The nodes those failures name as the cause (doctor/job/explain.py culprits): never one
+    # that only reported a failure elsewhere.
+    culprits: tuple[str, ...] = ()
     timed_out: bool = False
     hung: bool = False  # ended by the hang watch (--on-hang stop)
     interrupted: bool = False

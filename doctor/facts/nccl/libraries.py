@@ -78,7 +78,7 @@ class NcclFacts:
     net_plugins: tuple[str, ...]
     conf_files: tuple[NcclConf, ...]  # in NCCL's precedence order, highest first
     # What a pasted NCCL_DEBUG=INFO log showed (version, CUDA, interfaces, transports per
-    # process: doctor/explain/nccl_log.py); None when no log was pasted.
+    # process: doctor/facts/nccl/log.py); None when no log was pasted.
     log: dict[str, Any] | None = None
 
     def library(self, path: str | None) -> NcclLibrary | None:
@@ -253,7 +253,7 @@ def _from_log(cap: Capture) -> NcclFacts | Missing | None:
     if not isinstance(text, str):
         return None
     # Imported here: only a pasted log needs the log reader, and probing must not load it.
-    from doctor.explain.nccl_log import parse_nccl_log
+    from doctor.facts.nccl.log import parse_nccl_log
 
     log = parse_nccl_log(text.splitlines())
     if log.is_empty():

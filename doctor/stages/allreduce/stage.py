@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from doctor.explain.engine import Explanation, Scanner
+from doctor.explain.engine import Explanation, Scanner, findings
 from doctor.facts.allreduce import AllreduceFacts, Deadlines, Plan, Rank, RunResult
 from doctor.nodes.inventory import Node
 from doctor.nodes.transport.launch import Launcher
@@ -101,7 +101,7 @@ def read_logs(run: RunResult) -> Explanation:
 def with_logs(run: RunResult, backend: str) -> RunResult:
     logs = read_logs(run)
     nccl = logs.nccl.to_json() if backend == "nccl" and not logs.nccl.is_empty() else None
-    return replace(run, logs=logs, nccl=nccl)
+    return replace(run, nccl_log=logs.nccl, log_findings=tuple(findings(logs)), nccl=nccl)
 
 
 def run_allreduce(job: Job, launcher: Launcher) -> AllreduceFacts:

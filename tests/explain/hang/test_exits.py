@@ -72,7 +72,7 @@ def test_the_killed_rank_is_gone_and_no_waiter_is_named(
     srun) or 'stalled' naming none (torchrun)."""
     (found,) = hang(path)
     assert found["code"] == "hang.rank_gone" and found["data"]["ranks"] == [rank]
-    assert found["nodes"] == node and found["data"]["reported"] == reported
+    assert found["nodes"] == node and found["data"]["reported_by"]["ranks"] == reported
     assert "ended by SIG" in found["summary"]
 
 
@@ -167,7 +167,7 @@ def test_a_crash_srun_saw_and_faulthandler_dumped_is_one_gone_rank(tmp_path: Pat
 def test_a_labelled_crash_dump_alone_is_the_gone_rank(tmp_path: Path) -> None:
     (found,) = hang(segv_log(tmp_path, srun=False, label="[rank3]:"))
     assert found["code"] == "hang.rank_gone" and found["data"]["ranks"] == [3]
-    assert found["data"]["reported"] == [0, 1, 2, 4, 5]
+    assert found["data"]["reported_by"]["ranks"] == [0, 1, 2, 4, 5]
 
 
 def test_an_unranked_crash_dump_alone_says_it_crashed(tmp_path: Path) -> None:

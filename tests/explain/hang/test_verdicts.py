@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from doctor.core.logline import strip_prefixes
 from doctor.explain.hang.verdicts import (
     KEYWORDS,
     Absent,
@@ -20,7 +21,6 @@ from doctor.explain.hang.verdicts import (
     read_frtrace,
     read_horovod,
 )
-from doctor.explain.prefix import strip_prefixes
 from doctor.facts.hang.ras import RasView, read_ras
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from doctor.core.logline import splice_at, strip_prefixes
 from doctor.explain.hang.watchdog import KEYWORDS, WatchdogLine, read_watchdog
 from doctor.explain.hang.watchdog_wordings import WORDINGS
-from doctor.explain.prefix import splice_at, strip_prefixes
 from tests.properties.counting import counted
 
 HANG = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "hang"

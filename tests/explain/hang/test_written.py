@@ -46,7 +46,7 @@ def test_the_gpu_captures_read_as_files_give_the_live_verdict(
     files = sorted((gpu / f"hang-{mode}").iterdir())
     (found,) = hang(*files)
     assert found["code"] == code and found["severity"] == "fail"
-    assert found["data"]["ranks"] == ranks and found["data"]["reported"] == reported
+    assert found["data"]["ranks"] == ranks and found["data"]["reported_by"]["ranks"] == reported
     assert found["data"]["evidence_from"] == "text the job left"
 
 
@@ -75,7 +75,7 @@ def test_a_job_the_watchdog_ended_names_the_rank_behind(mode: str, code: str, gi
     }[given]
     (found,) = hang(*files)
     assert found["code"] == code and found["data"]["ranks"] == [2]
-    assert found["data"]["reported"] == [0, 1, 3]
+    assert found["data"]["reported_by"]["ranks"] == [0, 1, 3]
 
 
 def test_one_kind_of_evidence_alone_names_the_same_rank_or_none() -> None:
@@ -107,7 +107,7 @@ def test_the_gloo_dumps_name_the_rank_that_skipped_a_collective() -> None:
     dumps = [TOOLS / "gloo-skip" / f"rank_{r}" for r in range(3)]
     (found,) = hang(*dumps)
     assert found["code"] == "hang.outside_collective" and found["data"]["ranks"] == [2]
-    assert found["data"]["reported"] == [0, 1]
+    assert found["data"]["reported_by"]["ranks"] == [0, 1]
 
 
 def test_a_healthy_ras_report_gives_no_finding() -> None:
@@ -182,7 +182,7 @@ def test_every_ranks_watchdog_lines_name_the_rank_behind(
 ) -> None:
     (found,) = hang(WATCHDOG / name)
     assert (found["code"], found["data"]["ranks"]) == (code, ranks), found["summary"]
-    assert not set(ranks) & set(found["data"]["reported"])
+    assert not set(ranks) & set(found["data"]["reported_by"]["ranks"])
 
 
 @pytest.mark.parametrize(
@@ -222,7 +222,7 @@ def test_every_rank_at_its_first_collective_names_the_path(tmp_path: Path) -> No
     log.write_text("\n".join(lines) + "\n")
     (found,) = hang(log)
     assert found["code"] == "hang.first_collective" and found["data"]["ranks"] == []
-    assert found["data"]["reported"] == [0, 1, 2, 3]
+    assert found["data"]["reported_by"]["ranks"] == [0, 1, 2, 3]
     assert found["data"]["related_checks"] == ["reach.tcp", "nics.nccl"]
 
 
@@ -266,7 +266,7 @@ def test_the_one_rank_whose_output_holds_no_timeout_is_named(
     log.write_text(_job(quiet, seq))
     (found,) = hang(log)
     assert (found["code"], found["data"]["ranks"]) == (code, ranks), found["summary"]
-    assert found["data"]["reported"] == [r for r in range(4) if r not in quiet]
+    assert found["data"]["reported_by"]["ranks"] == [r for r in range(4) if r not in quiet]
 
 
 def test_a_quiet_ranks_own_file_names_it(tmp_path: Path) -> None:
@@ -347,7 +347,7 @@ def test_a_broadcast_against_the_others_allreduce_is_a_mismatch(tmp_path: Path) 
 def test_a_sigint_traceback_names_the_rank(tmp_path: Path) -> None:
     (found,) = pasted(tmp_path, "traceback_sigint_rank1.txt")
     assert found["code"] == "hang.outside_collective" and found["data"]["ranks"] == [1]
-    assert found["data"]["reported"] == [0, 2]
+    assert found["data"]["reported_by"]["ranks"] == [0, 2]
 
 
 def test_every_readers_keyword_holds_a_sign_the_scan_looks_for() -> None:

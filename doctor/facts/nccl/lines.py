@@ -1,6 +1,6 @@
 """The shapes of NCCL_DEBUG=INFO lines, every version from 2.4 to today, and RCCL's.
 
-Pure functions over one message; doctor/explain/nccl_log.py keeps what they return. Each shape
+Pure functions over one message; doctor/facts/nccl/log.py keeps what they return. Each shape
 was read in NVIDIA/nccl's source at the tags v2.4.8-1, v2.7.8-1, v2.12.12-1, v2.18.3-1, v2.21.5-1
 and HEAD (2.30), in the strings of libnccl.so.2 2.32.3, and in ROCm/rccl (rocm-5.7.1, HEAD):
 - version: init.cc ``VERSION_STRING``; 2.4 printf()s it bare on stdout ("NCCL version
@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from doctor.explain.nccl_world import KEYWORDS as WORLD_KEYWORDS
+from doctor.facts.nccl.world import KEYWORDS as WORLD_KEYWORDS
 
 # A line NCCL (or RCCL, which keeps NCCL's logger) wrote through its logger; group "msg" is the
 # message.
@@ -39,7 +39,7 @@ MARKER = re.compile(r"\b[NR]CCL (?P<lvl>INFO|WARN|ATTN|TRACE|ERROR|DIAG) (?P<msg
 # Only tried on what precedes the marker, and only where strip_prefixes found no host.
 ORIGIN = re.compile(
     r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+)(?::\d+)?(?: \[\d+\])? "
-    r"(?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?$"
+    r"(?:[\w./-]+:\d+(?: \([^)]*\))? )?$"
 )
 VERSION = re.compile(
     r"\b(?P<lib>NCCL|RCCL) version ?:? ?(?P<ver>\d+\.\d+\.\d+)(?P<suffix>[a-z0-9.]*)"
@@ -177,7 +177,7 @@ KEYWORDS = (
     "CCL INFO",
     "CCL WARN",
     "CCL DIAG",
-    *WORLD_KEYWORDS,  # a launcher's or framework's count of ranks (nccl_world.py)
+    *WORLD_KEYWORDS,  # a launcher's or framework's count of ranks (world.py)
 )
 
 

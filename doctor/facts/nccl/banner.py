@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from doctor.explain.prefix import Origin
+from doctor.core.logline import Origin
 
 MAX_SOURCES = 64
 

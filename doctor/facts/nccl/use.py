@@ -1,4 +1,4 @@
-"""What NCCL used, per node and for the job, from the processes of one log (nccl_log.py).
+"""What NCCL used, per node and for the job, from the processes of one log (log.py).
 
 "NCCL 2.21.5 used NET/IB mlx5_[0-3] (RoCE) with GDR, bootstrap ens5; P2P/IPC inside the node":
 the sentence the report and `doctor explain` print per node, and the fields behind it.
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.core.nodeset import compact
-from doctor.explain.nccl_process import NcclProcess
 from doctor.facts.nccl.names import UNKNOWN_HOST
+from doctor.facts.nccl.process import NcclProcess
 
 INTRA = ("P2P/", "SHM", "NVLS")
 

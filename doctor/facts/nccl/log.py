@@ -1,7 +1,7 @@
 """Read NCCL_DEBUG=INFO output (NCCL 2.4 to today, and RCCL) into facts per process.
 
 Pure functions over text; no I/O. The line shapes and the NCCL sources they follow are in
-doctor/explain/nccl_lines.py; what a node's processes add up to is doctor/explain/nccl_use.py.
+doctor/facts/nccl/lines.py; what a node's processes add up to is doctor/facts/nccl/use.py.
 Every line may be junk, cut short or from another version: what does not match is skipped.
 """
 
@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.explain import nccl_lines as L
-from doctor.explain import nccl_tests as T
-from doctor.explain.nccl_banner import BannerOrigin
-from doctor.explain.nccl_lines import KEYWORDS, NetDevice
-from doctor.explain.nccl_process import (
+from doctor.core.logline import NOWHERE, Origin, strip_prefixes
+from doctor.facts.nccl import lines as L
+from doctor.facts.nccl import nccl_tests as T
+from doctor.facts.nccl.banner import BannerOrigin
+from doctor.facts.nccl.lines import KEYWORDS, NetDevice
+from doctor.facts.nccl.process import (
     MAX_DEVICES,
     MAX_ENV,
     MAX_LINKS,
@@ -26,9 +27,8 @@ from doctor.explain.nccl_process import (
     Plugin,
     cut,
 )
-from doctor.explain.nccl_use import summarise
-from doctor.explain.nccl_world import world_size
-from doctor.explain.prefix import NOWHERE, Origin, strip_prefixes
+from doctor.facts.nccl.use import summarise
+from doctor.facts.nccl.world import world_size
 
 __all__ = ["KEYWORDS", "NcclLog", "NcclProcess", "parse_nccl_log"]
 
@@ -71,13 +71,13 @@ class NcclLog:
         return self.cudas.most_common(1)[0][0] if self.cudas else None
 
     def feed(self, text: str, origin: Origin = NOWHERE) -> bool:
-        """Read one line, its wrapping peeled (prefix.strip_prefixes) into ``origin``; True
+        """Read one line, its wrapping peeled (logline.strip_prefixes) into ``origin``; True
         when it told us something."""
         host, pid = origin.host, origin.pid
         self.last_tally = None
         m = L.MARKER.search(text)
         if m is None:  # a bare banner (NCCL 2.4's version on stdout, RCCL's extra lines) or a
-            said = self._banner(text, None)  # framework's count of ranks (nccl_world.py)
+            said = self._banner(text, None)  # framework's count of ranks (world.py)
             if said and L.VERSION.match(text):  # the banner itself, not an error quoting it
                 self.printed_by.note(origin)
             elif not said and (n := world_size(text)) is not None:

@@ -68,24 +68,26 @@ _PATTERNS = [
     # glog / c10 logging: "[W1122 04:08:11.123456 12345 ProcessGroupNCCL.cpp:1234] "; the number is
     # the process's in torch's Python logging (a .py file), a thread's in glog's. c10's own logger
     # had no time before torch 2.4 (c10/util/Logging.cpp): "[E ProcessGroupNCCL.cpp:542] ".
+    # Its level letter is kept: an I or W line's "failed" or "Error:" is no failure.
     (
         _LOGGER,
-        r"(?:\[?[IWEF](?P<ts>\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?)"
-        r"(?: +(?:(?P<pid>\d+)(?= [^\]\s]+\.py:)|\d+))?|\[[IWEF]) [^\]\s]+:\d+\]\s?",
+        r"\[?(?P<lvl>[IWEF])(?:(?P<ts>\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?)"
+        r"(?: +(?:(?P<pid>\d+)(?= [^\]\s]+\.py:)|\d+))?|(?<=\[[IWEF])) [^\]\s]+:\d+\]\s?",
     ),
     # srun -l / pdsh-style numeric task labels: "3: "
     (_LAUNCHER, r"(?P<rank>\d{1,6}): (?=\s*\S)"),
     # docker compose: "name  | " (the service name, padded to the longest one).
     (_COLLECTOR, r"(?P<via>[A-Za-z0-9][\w.-]*)\s+\|\s"),
-    # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) "). Last: it
-    # is left out for lines without "NCCL " (below).
+    # NCCL_DEBUG: "host:pid:tid [cudaDev] " (then an optional "file.cc:123 (func) ", or a net
+    # plugin's function in place of the file: aws-ofi-nccl's "register_mr_buffers:647 "). Last:
+    # it is left out for lines without "NCCL " (below).
     (
         _NCCL,
         r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-        r"(?:(?P<src>[\w./-]+\.\w+):\d+(?: \([^)]*\))? )?(?=[NR]CCL )",
+        r"(?:(?P<src>[\w./-]+):\d+(?: \([^)]*\))? )?(?=[NR]CCL )",
     ),
 ]
-_FIELDS = ("rank", "host", "pid", "ts", "via", "src")
+_FIELDS = ("rank", "host", "pid", "ts", "via", "src", "lvl")
 
 
 def _numbered(index: int, pattern: str) -> str:
@@ -139,7 +141,7 @@ _SPLICE = re.compile(
     r"|\((?:[^()\s]+ )?pid=\d+(?:, ip=[\w.:-]+)?\)\s"
 )
 _SPLICED_NCCL = re.compile(
-    r"[^\s:\[\]]{1,253}:\d+:\d+ \[\d+\] (?:[\w./-]+\.\w+:\d+(?: \([^)]*\))? )?[NR]CCL "
+    r"[^\s:\[\]]{1,253}:\d+:\d+ \[\d+\] (?:[\w./-]+:\d+(?: \([^)]*\))? )?[NR]CCL "
 )
 
 
@@ -163,6 +165,7 @@ class Origin(NamedTuple):
     via: str | None = None  # the collector's name for the source: a Ray worker's ip, a pod
     src: str | None = None  # the source file NCCL's prefix names (transport/net_ib.cc)
     repeat: int = 0  # lines of other workers this one stands for (Ray's de-duplication)
+    level: str | None = None  # the logger's level letter (glog, c10: I, W, E, F)
 
     def label(self) -> str:
         parts = []
@@ -256,7 +259,7 @@ def strip_prefixes(line: str) -> tuple[str, Origin]:
                 found[k] = groups[index]
         pos = m.end()
         m = regex.match(rest, pos)
-    rank, host, pid, ts, via, src = found
+    rank, host, pid, ts, via, src, level = found
     return rest[pos:], Origin(
         host,
         int(pid) if pid is not None else None,
@@ -265,4 +268,5 @@ def strip_prefixes(line: str) -> tuple[str, Origin]:
         via,
         src,
         repeat,
+        level,
     )

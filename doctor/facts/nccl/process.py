@@ -1,4 +1,4 @@
-"""One NCCL process as its log lines describe it (doctor/explain/nccl_log.py fills it)."""
+"""One NCCL process as its log lines describe it (doctor/facts/nccl/log.py fills it)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.explain.nccl_lines import Link, NetDevice
+from doctor.facts.nccl.lines import Link, NetDevice
 
 MAX_LINKS = 256  # channel connections remembered per process
 MAX_ENV = 64

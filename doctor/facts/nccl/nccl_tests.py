@@ -5,7 +5,7 @@ nccl-library=%d" (NCCL_VERSION_CODE and ncclGetVersion), then per rank "#  Rank 
 %6d on %10s device %2d [%04x:%02x:%02x] %s"; before 2.13 the rank lines alone, with "[0x%02x]".
 rccl-tests (src/common.cu): "rccl-tests: Version %s" (its git hash) and "#   Rank %2d Pid %6d on
 %10s device %2d [%s] %s" (a full PCI address); RCCL then prints its own banner ("RCCL version :",
-"HIP version  :", "ROCm version :"), which nccl_lines.py reads.
+"HIP version  :", "ROCm version :"), which lines.py reads.
 """
 
 from __future__ import annotations
