@@ -47,6 +47,8 @@ PROGRAMS = {
     "ldconfig": "libc-bin", "dpkg-query": "dpkg", "apt-get": "apt",
     "unshare": "util-linux", "nsenter": "util-linux", "taskset": "util-linux",
     "dmesg": "util-linux", "lscpu": "util-linux", "mount": "mount", "umount": "mount",
+    "mkswap": "util-linux", "swapon": "util-linux", "swapoff": "util-linux",
+    "setpriv": "util-linux",
     "kill": "procps", "pgrep": "procps", "pkill": "procps", "ps": "procps", "sysctl": "procps",
     "ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "ping": "iputils-ping",
     "busybox": "busybox", "ifconfig": "net-tools",

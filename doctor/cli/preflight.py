@@ -45,7 +45,8 @@ def preflight(
 
         if not targets.local:
             raise UsageError("--prolog checks only this node: use it with --local")
-        return run_prolog(list(select_checks(checks.include, checks.exclude)), output.threshold)
+        specs = list(select_checks(checks.include, checks.exclude))
+        return run_prolog(specs, output.threshold, probe=probe)
     with reaching(targets) as reached:
         request = Request(
             "preflight",

@@ -9,9 +9,11 @@ its probe could not run) says so and exits 0: a bug in the doctor must never dra
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import TextIO
 
 from doctor.core.model import Finding, Severity
+from doctor.core.printable import printable
 from doctor.nodes.inventory import local_node
 from doctor.nodes.targets import Targets
 from doctor.pipeline import steps
@@ -34,23 +36,33 @@ def reason_line(node: str, bad: list[Finding]) -> str:
     return " ".join(line.split())  # one line, whatever a summary holds
 
 
-def run_prolog(specs: list[CheckSpec], threshold: Severity, err: TextIO | None = None) -> int:
-    """Probe and check this node; exit EXIT_DRAIN with one reason line on findings >= threshold."""
+def run_prolog(
+    specs: list[CheckSpec],
+    threshold: Severity,
+    err: TextIO | None = None,
+    probe: ProbeSettings | None = None,
+) -> int:
+    """Probe and check this node; exit EXIT_DRAIN with one reason line on findings >= threshold.
+    The probe's settings are the command line's (--since, --path, --mount), within the Prolog's
+    own deadline."""
     err = err or sys.stderr
     node = local_node()
     request = Request(
         "prolog",
         targets=Targets(local=True),
-        probe=ProbeSettings(deadline=PROLOG_DEADLINE),
+        probe=replace(probe or ProbeSettings(), deadline=PROLOG_DEADLINE),
         checks=tuple(specs),
     )
     try:
         report = steps.run(request)
         for failure in report.cluster.failures.values():
-            err.write(f"cluster-doctor: {node.name}: cannot judge this node: {failure.summary}\n")
+            err.write(
+                printable(f"cluster-doctor: {node.name}: cannot judge this node: {failure.summary}")
+                + "\n"
+            )
             return EXIT_HEALTHY
     except Exception as exc:
-        err.write(f"cluster-doctor: {node.name}: cannot judge this node: {exc}\n")
+        err.write(printable(f"cluster-doctor: {node.name}: cannot judge this node: {exc}") + "\n")
         return EXIT_HEALTHY
     bad = sorted(
         (f for f in report.findings if f.severity >= threshold),
@@ -58,6 +70,6 @@ def run_prolog(specs: list[CheckSpec], threshold: Severity, err: TextIO | None =
     )
     if not bad:
         return EXIT_HEALTHY
-    err.write(reason_line(node.name, bad) + "\n")
+    err.write(printable(reason_line(node.name, bad)) + "\n")  # slurmd's log keeps it
     err.flush()
     return EXIT_DRAIN

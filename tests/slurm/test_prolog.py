@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 
@@ -22,9 +23,11 @@ def prolog_slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     scratch = tmp_path_factory.mktemp("slurm-prolog")
     prolog = scratch / "prolog.sh"
     # As docs/slurm.md shows: Slurm runs the Prolog with no search path, so the script sets one.
+    # Its kernel log window starts now: this machine's log holds lines other tests planted.
+    since = f"@{time.time():.6f}"
     prolog.write_text(
         "#!/bin/sh\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n"
-        f"exec {shlex.join(DOCTOR)} preflight --local --prolog\n"
+        f"exec {shlex.join(DOCTOR)} preflight --local --prolog --since {since}\n"
     )
     prolog.chmod(0o755)
     with ExitStack() as stack:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from doctor.nodes.inventory import Node
 from doctor.nodes.transport import ExecResult
 from doctor.nodes.transport.srun import CANCEL_GRACE, LAUNCH_GRACE, slurm_nodes
 from doctor.nodes.transport.srun_launch import SrunLauncher
+from doctor.pipeline.request import SINCE_ENV
 from doctor.stages.collect import TRANSPORT_GRACE, gather
 from tests.cluster.slurm import Slurm
 from tests.slurm.conftest import DOCTOR
@@ -228,14 +230,17 @@ def test_ctrl_c_cancels_the_step_inside_an_allocation(slurm: Slurm) -> None:
 
 
 def test_prolog_mode_on_a_node_with_a_64mb_shm(slurm: Slurm) -> None:
-    bad = slurm.client(["srun", "-w", "node3", *DOCTOR, "preflight", "--local", "--prolog"])
+    # The kernel log from the test's start only (srun's tasks do not get the test's environment):
+    # this machine's log holds the lines other tests planted, and keeps them until it reboots.
+    prolog = [*DOCTOR, "preflight", "--local", "--prolog", "--since", os.environ[SINCE_ENV]]
+    bad = slurm.client(["srun", "-w", "node3", *prolog])
     assert bad.returncode == 1, bad.stderr
     reason = [ln for ln in bad.stderr.splitlines() if ln.startswith("cluster-doctor:")]
     assert len(reason) == 1 and reason[0].startswith("cluster-doctor: node3: shm.too_small: "), (
         reason
     )
     assert "64" in reason[0]
-    good = slurm.client(["srun", "-w", "node1", *DOCTOR, "preflight", "--local", "--prolog"])
+    good = slurm.client(["srun", "-w", "node1", *prolog])
     assert (good.returncode, good.stdout, good.stderr) == (0, "", "")
 
 
