@@ -57,7 +57,9 @@ def run_probe(
 ) -> dict[str, Any]:
     """Run the real probe the way nodes run it: its source on the stdin of ``python``."""
     # The kernel log's window starts now, as for every doctor a test starts (kernel_log_window).
-    spec = {"deadline": 20.0, "since": time.time(), **(spec or {})}
+    from doctor.facts.kernel.events import WORDS  # as the doctor's spec names them (probe_spec)
+
+    spec = {"deadline": 20.0, "since": time.time(), "kernel_words": list(WORDS), **(spec or {})}
     interpreter, *rest = probe_argv(python, spec)
     proc = subprocess.run(
         [*(prefix or []), interpreter, *flags, *rest],

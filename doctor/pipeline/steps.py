@@ -28,6 +28,7 @@ from doctor.core.model import Missing, NodeFailure
 from doctor.core.nodeset import check_host
 from doctor.facts.allreduce import AllreduceFacts
 from doctor.facts.cluster import ClusterFacts
+from doctor.facts.kernel.events import WORDS as KERNEL_WORDS
 from doctor.facts.network.mesh import SshMesh
 from doctor.facts.network.reach import Reachability
 from doctor.facts.node import NodeFacts, parse_node
@@ -107,6 +108,7 @@ def probe_spec(request: Request, resolve: list[str]) -> dict[str, Any]:
         "files": sorted(files),
         "commands": commands,
         "since": parse_since(request.probe.since, time.time()),
+        "kernel_words": list(KERNEL_WORDS),  # the lines of the kernel log that leave the node
         "paths": list(request.probe.paths or []),
         "mounts": list(request.probe.mounts or []),
         "path_timeout": threshold("host.path_timeout_s"),

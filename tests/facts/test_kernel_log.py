@@ -14,6 +14,8 @@ from doctor.facts.kernel.lines import peel
 from doctor.facts.kernel.log import KernelLogFacts, parse_kernel
 from doctor.facts.nvidia.gpu_host import parse_gpu_host
 from doctor.paste.reader import document
+from doctor.pipeline.request import Request
+from doctor.pipeline.steps import probe_spec
 from doctor.stages import probe
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "host"
@@ -34,7 +36,16 @@ def kinds(facts: KernelLogFacts) -> list[tuple[str, str, str]]:
 
 
 def test_the_probe_keeps_exactly_the_lines_with_the_readers_words() -> None:
-    assert probe.KERNEL_WORDS == WORDS  # the probe ships alone: its copy must not drift
+    """The words reach the probe in its spec (probe_spec), the readers' own: nothing to drift."""
+    spec = probe_spec(Request("probe"), [])
+    assert spec["kernel_words"] == list(WORDS)
+    log = "a Xid here\nnothing\nsoft LOCKUP there\nNFS: server x not responding\n"
+    assert probe._kernel_matches(log, spec["kernel_words"]) == [
+        "a Xid here",
+        "soft LOCKUP there",
+        "NFS: server x not responding",
+    ]
+    assert probe._kernel_matches(log, []) == []
 
 
 @pytest.mark.parametrize("name", ["written-dmesg-faults.txt", "written-journal-faults.txt"])

@@ -19,8 +19,8 @@ from doctor.facts.kernel.lines import KernelLine
 
 MAX_DETAIL = 300
 # Every pattern below (and NVIDIA's Xid) holds one of these words, in any case: the probe keeps
-# only lines with one (its own copy, KERNEL_WORDS in doctor/stages/probe.py, which ships alone;
-# tests/facts/test_kernel_log.py keeps the two equal), and a paste opens a kernel log on one.
+# only lines with one (the controller hands it the words in its spec: doctor/pipeline/steps.py),
+# and a paste opens a kernel log on one.
 WORDS = (
     "xid",
     "lockup",
