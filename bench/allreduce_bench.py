@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.cluster.harness
 
+from bench import kernel_window  # noqa: E402
 from tests.cluster.harness import Cluster, make_cluster  # noqa: E402
 
 PORT = 29611
@@ -71,6 +72,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
+    kernel_window.from_now()
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_suffix(".json"))

@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import kernel_window
 from bench.floor import ssh_floor
 from bench.installed import compile_bytecode
 from doctor.nodes.connect import WORKERS
@@ -154,6 +155,7 @@ def measure(n: int, rounds: int, workdir: Path) -> dict[str, object]:
 
 
 def main() -> None:
+    kernel_window.from_now()
     compile_bytecode()
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import kernel_window
 from bench.load_bench import Bed, Testbed, bed
 from tests.cluster.busy import busy_cores
 from tests.cluster.harness import Cluster
@@ -174,6 +175,7 @@ def document(results: dict[str, Any]) -> str:
 
 
 def main() -> int:
+    kernel_window.from_now()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 16])
     parser.add_argument("--runs", type=int, default=3, help="quiet runs")

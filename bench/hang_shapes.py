@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import kernel_window
 from tests.cluster.busy import busy_cores
 from tests.cluster.harness import make_cluster
 from tests.cluster.netns import sh
@@ -226,6 +227,7 @@ def one(bed: Bed, shape: str, folder: Path) -> dict[str, Any]:
 
 
 def main(shared: Path, shapes: list[str]) -> None:
+    kernel_window.from_now()
     results = []
     for load in (False, True):
         for make in (lambda d: harness_bed(d / "bed"), lambda d: shared_bed(shared)):

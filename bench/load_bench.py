@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench import kernel_window
 from bench.floor import by_source, fan_out, logins, ssh_floor
 from bench.scale_bench import mesh_floor, tested_pairs
 from tests.cluster.busy import busy_cores
@@ -265,6 +266,7 @@ def split_table(doc: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
+    kernel_window.from_now()
     if argv[1:] == ["--document"]:
         doc = json.loads(RESULTS.read_text())
         print("\n".join([*verdict_table(doc), "", *split_table(doc)]))

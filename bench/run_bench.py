@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import kernel_window
 from bench.installed import compile_bytecode
 from tests.cluster.harness import Cluster, make_cluster
 
@@ -82,6 +83,7 @@ def measure(n: int, runs: int, launch_timeout: float, allreduce: bool) -> dict[s
 
 
 def main() -> None:
+    kernel_window.from_now()
     compile_bytecode()
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, nargs="+", default=[3, 16, 64])

@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import kernel_window
 from bench.floor import by_source, fan_out, logins, ssh_floor
 from bench.installed import compile_bytecode
 from tests.cluster.harness import Cluster, make_cluster
@@ -285,6 +286,7 @@ def size(n: int, rounds: int, launch_timeout: float | None) -> dict:
 
 
 def main(argv: list[str]) -> None:
+    kernel_window.from_now()
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 128])

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import kernel_window
 from doctor.core.model import NodeFailure
 from doctor.nodes.inventory import build_inventory
 from doctor.nodes.transport.srun import slurm_nodes
@@ -64,6 +65,7 @@ def timed_gather(nodes, transport, failures: list[str]) -> float:
 
 
 def main() -> None:
+    kernel_window.from_now()
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--runs", type=int, default=5)

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench import kernel_window
 from bench.installed import compile_bytecode
 from doctor.judge.registry import load_checks
 from doctor.pipeline.prolog import PROLOG_DEADLINE
@@ -42,6 +43,7 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
+    kernel_window.from_now()
     compile_bytecode()
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import kernel_window
 from bench.load_bench import named, verdict
 from tests.cluster.harness import Cluster, make_cluster
 
@@ -92,6 +93,7 @@ def one(c: Cluster, launch_timeout: float) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
+    kernel_window.from_now()
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--launch-timeout", type=float, default=240.0)

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from bench import kernel_window
 from bench.floor import logins, ssh_floor
 from bench.installed import compile_bytecode
 from doctor.judge.registry import load_checks
@@ -122,6 +123,7 @@ def cluster_commands(c: Cluster, out: Path, mux: Path) -> dict[str, Callable[[],
 
 
 def main(argv: list[str]) -> None:
+    kernel_window.from_now()
     rounds = int(argv[1]) if len(argv) > 1 else 7
     compile_bytecode()
     with tempfile.TemporaryDirectory() as tmp, make_cluster(3, Path(tmp)) as c:
