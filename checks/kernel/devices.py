@@ -60,7 +60,7 @@ def sxid(facts: NodeFacts) -> Iterator[Finding]:
             fix=Fix(
                 "Watch the switch: non-fatal SXids that recur on one link precede fatal ones; "
                 "compare with NVIDIA's SXid catalogue.",
-                (command("{} | grep -i sxid", DMESG),),
+                commands("sudo dmesg -T | grep -i sxid | tail -n 50"),
             ),
         )
 

@@ -152,12 +152,14 @@ def link(facts: NodeFacts) -> Iterator[Finding]:
 def _relative(
     model: str, layer: str, members: list[tuple[Hca, Port]], judged: set[tuple[str, int]]
 ) -> Iterator[Finding]:
-    """Ports of one model and link layer that trained below the most common rate among them."""
+    """Ports of one model and link layer that trained below the most common rate among them
+    (the fastest of the commonest where rates tie: two ports, one at 400 and one at 200 Gb/s,
+    is one trained down, for a port never trains above what its link allows)."""
     if len(members) < 2:
         return
-    common, count = Counter(p.rate_gbps for _, p in members).most_common(1)[0]
-    if count < 2:
-        return  # no rate two ports agree on: nothing to call normal
+    rates = Counter(p.rate_gbps for _, p in members)
+    count = max(rates.values())
+    common = max(rate for rate, n in rates.items() if n == count)
     kind = f"{model} {layer}" if model != "?" else layer
     widths = Counter(p.width for _, p in members if p.width)
     usual_width = widths.most_common(1)[0][0] if widths else None

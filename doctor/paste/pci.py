@@ -17,7 +17,7 @@ from doctor.paste.kind import Kind, command
 # A device line: "17:00.0 Infiniband controller: ..." or with its domain, "0000:17:00.0 ...";
 # its class is one lspci names (any words) before a colon, "[0207]" after it with -nn.
 _DEVICE = re.compile(
-    r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+[A-Za-z][\w /-]*?"
+    r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+[A-Za-z0-9][\w /-]*?"
     r"(?:\s*\[[0-9a-fA-F]{4}\])?:\s"
 )
 

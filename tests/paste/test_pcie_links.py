@@ -62,3 +62,12 @@ def test_plain_lspci_is_no_link_and_a_gpu_reporting_its_own_link_is_left_to_gpu_
     text = lspci + H100_XML.read_text()  # the H100 at 00:06.0 reports x16 of x16 itself
     found = {f.code: f for f in outcome(text).findings}
     assert "pcie.gpu.narrow" not in found and "pcie.nic.narrow" in found
+
+
+def test_a_paste_that_starts_with_a_gpu_is_read() -> None:
+    """`lspci -vv -s <gpu>`: the class "3D controller" starts with a digit, and the paste with it."""
+    text = pasted("written-lspci-vv-degraded.txt")
+    gpu = text[text.index("2a:00.0 3D controller") : text.index("3a:00.0 Infiniband")]
+    found = {f.code: f for f in outcome(gpu).findings}
+    assert set(found) == {"pcie.gpu.narrow"}
+    assert found["pcie.gpu.narrow"].data["devices"] == ["0000:2a:00.0"]

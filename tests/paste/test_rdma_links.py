@@ -63,6 +63,22 @@ def test_a_port_trained_down_is_named_against_its_siblings() -> None:
     # mlx5_6 is down (rdma.state names it): its "Rate: 10" is not a degraded rate.
 
 
+def test_of_two_ports_the_one_below_its_sibling_is_named() -> None:
+    """Two ports, no rate shared by two: a port never trains above its link, so the slower of
+    two ports of one model is the one trained down (a tie goes to the faster rate)."""
+    text = pasted("written-ibstat-ndr.txt")
+    blocks = text.split("CA '")
+    two = "CA '".join(blocks[:3])  # mlx5_0 and mlx5_1
+    assert [h.name for h in rdma_of(two).hcas] == ["mlx5_0", "mlx5_1"]
+    assert findings(two) == []
+    slow = "CA '".join([blocks[0], blocks[1], blocks[2].replace("Rate: 400", "Rate: 200")])
+    (found,) = findings(slow)
+    assert found.code == "rdma.rate.degraded"
+    assert found.summary.startswith("mlx5_1 port 1 runs at 200 Gb/s, below the 400 Gb/s")
+    three = "CA '".join([*blocks[:3], blocks[3].replace("Rate: 400", "Rate: 100")])
+    assert {f.summary.split(" runs")[0] for f in findings(three)} == {"mlx5_2 port 1"}
+
+
 def test_ibv_devinfo_gives_width_and_generation_and_a_narrow_port_is_named() -> None:
     text = pasted("written-ibv_devinfo-v-ndr.txt")
     rdma = rdma_of(text)

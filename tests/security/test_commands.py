@@ -70,6 +70,38 @@ def _templates() -> list[str]:
 TEMPLATES = _templates()
 
 
+def _whole_commands() -> set[str]:
+    """Module constants that hold a whole command (``DMESG = command("sudo dmesg ...")``)."""
+    return {
+        target.id
+        for _, tree in _tree()
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id in ("command", "commands")
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def test_no_whole_command_is_quoted_as_a_value() -> None:
+    """A command given to ``command()`` as a value is quoted into one word: ``'sudo dmesg -T |
+    tail' | grep sxid`` runs a program of that name. Only ``over_ssh`` quotes one, on purpose."""
+    constants = _whole_commands()
+    assert "DMESG" in constants  # the scan found them
+    wrong = [
+        f"{where}:{call.lineno}"
+        for where, tree in _tree()
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "command"
+        and any(isinstance(a, ast.Name) and a.id in constants for a in call.args[1:])
+    ]
+    assert not wrong
+
+
 def test_the_tree_builds_commands_from_constant_templates() -> None:
     assert len(TEMPLATES) > 40  # every check's commands: the scan found them
 
