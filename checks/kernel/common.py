@@ -23,7 +23,9 @@ def kernel_log(facts: NodeFacts) -> KernelLogFacts:
 def seen(log: KernelLogFacts, events: list[KernelEvent]) -> tuple[str, ...]:
     """The last few lines, each with its time since boot where known, then where they came from."""
     shown = [
-        (f"[{e.stamp:.0f}s] " if e.stamp is not None else "") + f"{e.subject}: {e.detail}"
+        (f"[{e.stamp:.0f}s] " if e.stamp is not None else "")
+        + (f"{e.subject}: " if e.subject else "")
+        + e.detail
         for e in events[-EVIDENCE:]
     ]
     more = f", {len(events)} in all" if len(events) > EVIDENCE else ""

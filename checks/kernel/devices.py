@@ -141,6 +141,10 @@ def nic(facts: NodeFacts) -> Iterator[Finding]:
 def pcie(facts: NodeFacts) -> Iterator[Finding]:
     log = kernel_log(facts)
     errors = log.of("aer")
+    printed = {(e.subject, e.severity) for e in errors}
+    # A port's report of an uncorrected error stands for it where the device's own lines for it
+    # are missing (and only then: the same error is not counted twice).
+    errors += [e for e in log.of("aer_report") if (e.subject, e.severity) not in printed]
     reseat = Fix(
         "Drain the node and check the device and the slot (reseat, riser, cable); the device "
         "the error names sits below the port that reported it.",

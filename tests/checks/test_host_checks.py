@@ -162,6 +162,48 @@ def test_corrected_errors_warn_only_above_their_threshold() -> None:
     assert "kernel.memory_ce_max = 100 count (absolute)" in finding.evidence
 
 
+@pytest.mark.parametrize(
+    "report",
+    [
+        "pcieport 0000:80:01.0: AER: Uncorrected (Fatal) error received: 0000:81:00.0",  # < 5.3
+        "pcieport 0000:80:01.0: AER: Uncorrected (Fatal) error received: id=8100",  # no device
+        "pcieport 0000:80:01.0: AER: Multiple Uncorrected (Fatal) error message received from "
+        "0000:81:00.0",  # 6.x
+    ],
+)
+def test_a_ports_report_of_a_fatal_error_stands_alone_and_is_not_counted_twice(
+    report: str,
+) -> None:
+    """drivers/pci/pcie/aer.c: the port reports the error; the device's own lines may not follow
+    (gone from the bus). Where they do, the error is one, not two."""
+    found = [f for f in findings(node("gpu1", extra=f"[ 9.0] {report}\n")) if "aer" in f.code]
+    (alone,) = found
+    where = "0000:80:01.0" if "id=" in report else "0000:81:00.0"  # 4.x: the port, no device
+    assert (alone.code, alone.summary) == ("kernel.aer.fatal", f"1 fatal PCIe error(s) on {where}")
+    if "id=" in report:
+        return
+    detail = (
+        "[ 9.1] nvidia 0000:81:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+        "type=Transaction Layer, (Requester ID)\n"
+    )
+    both = [
+        f for f in findings(node("gpu1", extra=f"[ 9.0] {report}\n{detail}")) if "aer" in f.code
+    ]
+    assert [(f.code, f.summary) for f in both] == [
+        ("kernel.aer.fatal", "1 fatal PCIe error(s) on 0000:81:00.0")
+    ]
+
+
+def test_a_netdev_message_names_its_device_and_an_unnamed_report_shows_no_empty_name() -> None:
+    log = (
+        "[ 7.0] mlx5_core 0000:0c:00.0 ibp12s0: Detected insufficient power on the PCIe slot "
+        "(27W).\n[ 8.0] NFS: stale file handle\n"
+    )
+    found = {f.code: f for f in findings(node("gpu1", extra=log))}
+    assert found["kernel.nic.power"].summary.endswith(": 0000:0c:00.0")
+    assert found["kernel.nfs.stale"].evidence[0] == "[8s] NFS: stale file handle"
+
+
 def _with_memory(name: str, total: int) -> NodeFacts:
     facts = node(name, "captured-free.txt")
     host = facts.host

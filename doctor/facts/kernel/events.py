@@ -72,7 +72,10 @@ class KernelEvent:
 
 # The device a driver message names: "mlx5_core 0000:5c:00.0: ...", "efa 0000:10:1b.0: ...",
 # "infiniband rdmap16s27: ...", "pcieport 0000:00:01.0: ..." (dev_printk's "driver device: ").
-_DEVICE = re.compile(r"^(?P<driver>[\w-]{2,32}) (?P<device>[\w.:-]{2,64}): ")
+# netdev_printk puts the interface after the device: "mlx5_core 0000:0c:00.0 ibp12s0: ...".
+_DEVICE = re.compile(
+    r"^(?P<driver>[\w-]{2,32}) (?P<device>[\w.:-]{1,63}[\w.-])(?: [\w.-]{1,32})?: "
+)
 
 
 def _device(text: str) -> str:
@@ -160,6 +163,16 @@ def _aer(m: re.Match[str], text: str) -> KernelEvent:
     word = m.group("sev").lower()
     severity = "fatal" if "(fatal)" in word else "nonfatal" if "non-fatal" in word else "corrected"
     return KernelEvent("aer", _device(text) or "?", severity, text)
+
+
+def _aer_report(m: re.Match[str], text: str) -> KernelEvent:
+    # drivers/pci/pcie/aer.c: the port's report of an error a device below it sent, before
+    # aer_print_error's lines for it (which may not follow: the device gone, its config space
+    # unreadable). Its subject is the device the error came from, else (4.x kernels give its
+    # bus number as "id=0010") the port.
+    severity = "fatal" if m.group("sev") == "Fatal" else "nonfatal"
+    source = m.group("source") or _device(text) or "?"
+    return KernelEvent("aer_report", source.lower(), severity, text)
 
 
 def _nfs(kind: str) -> Build:
@@ -324,6 +337,16 @@ PATTERNS: tuple[tuple[str, str, Build], ...] = tuple(
             "aer",
             r"PCIe Bus Error: severity=(?P<sev>(?:Un)?[Cc]orrect\w*(?: \((?:Non-)?Fatal\))?)",
             _aer,
+        ),
+        # drivers/pci/pcie/aer.c, the port's report of an uncorrected error: before 5.3
+        # "AER: %s%s error received: %04x:%02x:%02x.%d" ("Multiple ", "Uncorrected (Fatal)"),
+        # then "AER: %s%s error received: %s" and, since 6.x, "... error message received from
+        # %s". Corrected ones are counted from aer_print_error's lines alone.
+        (
+            "aer_report",
+            r"AER: (?:Multiple )?Uncorrect(?:ed|able) \((?P<sev>Fatal|Non-Fatal)\) error "
+            rf"(?:message )?received(?::| from) (?:(?P<source>{_BUS})|id=[0-9a-fA-F]+)",
+            _aer_report,
         ),
         # net/sunrpc/clnt.c: "%s: server %s not responding, still trying" / ", timed out";
         # "%s: server %s OK"; %s the RPC program: nfs, lockd, mount, rpcbind.
