@@ -20,6 +20,7 @@ from typing import Any
 from doctor.core.logline import NOWHERE, Origin
 from doctor.core.model import Fix, Severity
 from doctor.core.shell import commands
+from doctor.explain.hang.watchdog_wordings import KEYWORDS as WAIT_REPORTS
 from doctor.explain.stored import document
 
 _FIELDS = (
@@ -83,8 +84,11 @@ class Signature:
         """The first pattern's match in ``message``; else, for a signature that reads NCCL
         source ``files``, the WARN line's message where the file its prefix named
         (``origin.src``) is one of them. A fallback reader skips a line its logger marked as
-        information or a warning (glog's I and W: "[c10d] Failed to bind ..., trying ipv4")."""
-        if self.fallback and origin.level in _QUIET:
+        information or a warning (glog's I and W: "[c10d] Failed to bind ..., trying ipv4"),
+        and a waiting rank's report that the hang reader reads (a watchdog's timeout, "Ranks 1
+        failed to pass monitoredBarrier": hang/watchdog_wordings.py), which is no error of its
+        own."""
+        if self.fallback and (origin.level in _QUIET or any(k in message for k in WAIT_REPORTS)):
             return None
         for rx in self.patterns:
             m = rx.search(message)

@@ -101,10 +101,15 @@ class Explanation:
     def ordered(self) -> list[Hit]:
         """Hits in the order they happened: by timestamp when every hit has one, else by arrival.
         A fallback reader's hits (a bare exception, unrecognised lines) only where no other
-        signature's are."""
+        signature names a cause: beside consequences alone (a Gloo peer lost, a worker failed)
+        the exception a rank raised is the cause they follow."""
         hits = [h for h in self.hits.values() if not h.signature.fallback]
         if not hits:
             hits = list(self.hits.values())
+        elif all(hit_tier(h) >= CONSEQUENCE for h in hits):
+            hits += [
+                h for h in self.hits.values() if h.signature.fallback and hit_tier(h) < CONSEQUENCE
+            ]
         if hits and all(h.origin.time is not None for h in hits):
             return sorted(hits, key=lambda h: (h.origin.time, h.order))
         return sorted(hits, key=lambda h: h.order)

@@ -142,6 +142,7 @@ EXPECTED = {
         "torch.elastic.worker_sigterm",
     ],
     "real/torchrun-worker-exception.log": [
+        "python.exception",
         "gloo.peer_lost",
         "torch.elastic.worker_failed",
         "torch.elastic.worker_sigterm",
@@ -203,8 +204,10 @@ FIRST = {
     "real/torch-dataloader-bus-error.log": "torch.dataloader.bus_error",
     "real/torch-gloo-size-mismatch.log": "gloo.size_mismatch",
     "real/torchrun-worker-sigkill.log": "torch.elastic.worker_sigkill",
-    # Only consequences (the rank's own ValueError is no signature): the earliest.
-    "real/torchrun-worker-exception.log": "gloo.peer_lost",
+    # Beside consequences alone, the exception rank 1 raised (a fallback reader's) is their
+    # cause; a waiting rank's own report (monitoredBarrier's, a watchdog's) never is.
+    "real/torchrun-worker-exception.log": "python.exception",
+    "hang/gloo/monitored-barrier-late-rank.log": "torch.elastic.worker_failed",
     "real/torchrun-worker-oom-killed.log": "host.oom_killed",
     "format/cuda-oom.log": "cuda.oom",
     # NCCL_DEBUG unset: the cause is only in the "Last error:" PyTorch appends.

@@ -65,7 +65,7 @@ def test_plain_lspci_is_no_link_and_a_gpu_reporting_its_own_link_is_left_to_gpu_
 
 
 def test_a_paste_that_starts_with_a_gpu_is_read() -> None:
-    """`lspci -vv -s <gpu>`: the class "3D controller" starts with a digit, and the paste with it."""
+    """`lspci -vv -s <gpu>`: the class "3D controller" starts with a digit, as the paste does."""
     text = pasted("written-lspci-vv-degraded.txt")
     gpu = text[text.index("2a:00.0 3D controller") : text.index("3a:00.0 Infiniband")]
     found = {f.code: f for f in outcome(gpu).findings}

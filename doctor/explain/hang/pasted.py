@@ -229,6 +229,13 @@ class _Reader:
             s.gap += 1  # a frame's source line, a caret line, the exception
             if draft.tool == "traceback" and pf.EXCEPTION.fullmatch(text) and _reported(text):
                 s.draft = None  # the watchdog's own word, read as such (hang/watchdog.py)
+            elif (
+                draft.tool == "traceback"
+                and not draft.chain  # a chain's end follows its first traceback's
+                and pf.EXCEPTION.fullmatch(text)
+                and not _waited(text)
+            ):
+                s.draft = None  # an error raised: a crash the failure readers name, no stack
             elif s.gap > GAP or (draft.tool == "traceback" and pf.EXCEPTION.fullmatch(text)):
                 self._end_thread(s)
         else:
@@ -324,6 +331,14 @@ def _reported(exception: str) -> bool:
         return False
     said = read_watchdog(exception.split(":", 1)[-1].strip(), Origin())
     return said is not None and said.kind == "timeout"
+
+
+def _waited(exception: str) -> bool:
+    """Whether a traceback's exception is how a waiting process ends: stopped from outside (^C,
+    a launcher's signal), a timeout, a peer gone, a communicator aborted. Its frames say where
+    it waited. Any other exception is an error the process raised, not a place it was stuck in
+    (``DistBackendError: NCCL error ... unhandled system error`` at start-up)."""
+    return pf.WAITED.search(exception) is not None
 
 
 def _completed(first: Thread, chained: tuple[Frame, ...]) -> Thread:

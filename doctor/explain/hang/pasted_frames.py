@@ -93,6 +93,14 @@ EXCEPTION = re.compile(
     r"(?:\| )?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Timeout|StopIteration)"
     r"(?::.*)?"
 )
+# The exceptions a waiting process ends with (hang/pasted.py ``_waited``): an interrupt or a
+# signal (KeyboardInterrupt, SystemExit, torchrun's SignalException "got signal: 15"), any
+# timeout (Gloo's "Timed out waiting 1800000ms", the store's "Socket Timeout", NCCL's watchdog),
+# a peer that closed or reset the connection, a communicator aborted.
+WAITED = re.compile(
+    r"Interrupt|SystemExit|Signal|got signal|[Tt]ime(?:d)?[ -]?[Oo]ut|[Aa]bort|[Cc]losed by peer"
+    r"|[Rr]eset by peer|[Bb]roken pipe|[Ww]atchdog|[Hh]eartbeat|[Dd]eadline"
+)
 
 # A native frame's file: a shared object, a C/C++/CUDA source, or py-spy's "?" (no symbol).
 _NATIVE_FILE = re.compile(r"\.so(?:\.[\w.]+)?$|\.(?:c|cc|cpp|cxx|h|hpp|cu|cuh|S|s|rs)$|^\?$")

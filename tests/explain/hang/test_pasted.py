@@ -531,10 +531,44 @@ def test_deeply_nested_json_never_raises() -> None:
 def test_a_deep_stack_keeps_its_innermost_frames() -> None:
     """Bounded: a thread keeps 512 frames, the innermost (and a traceback's outermost)."""
     frames = "".join(f'  File "x.py", line {i}, in f{i}\n' for i in range(1, 2001))
-    (process,) = read(f"Traceback (most recent call last):\n{frames}RecursionError: deep\n")
+    (process,) = read(f"Traceback (most recent call last):\n{frames}KeyboardInterrupt\n")
     kept = process.threads[0].frames
     assert len(kept) == 512 and kept[0].line == 2000 and kept[-1].line == 1
     spy = "".join(f"f{i} (x.py:{i})\n" for i in range(2000, 0, -1))
     (process,) = read(f'Thread 7 (active): "MainThread"\n{spy}')
     assert [f.line for f in process.threads[0].frames][:2] == [2000, 1999]
     assert len(process.threads[0].frames) == 512
+
+
+@pytest.mark.parametrize(
+    ("exception", "waited"),
+    [
+        ("KeyboardInterrupt", True),
+        (
+            "torch.distributed.elastic.multiprocessing.api.SignalException: "
+            "Process 7 got signal: 15",
+            True,
+        ),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+            "Connection closed by peer [10.0.0.3]:51234",
+            True,
+        ),
+        ("torch.distributed.DistStoreError: Socket Timeout", True),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3",
+            False,
+        ),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", False),
+        ("ValueError: bad shape", False),
+    ],
+)
+def test_a_traceback_is_where_a_process_waited_only_if_its_exception_ended_a_wait(
+    exception: str, waited: bool
+) -> None:
+    """A process stopped from outside, timed out or left by its peer shows where it waited; one
+    that raised an error was not stuck there (a crash: the failure readers name it)."""
+    frames = '  File "train.py", line 88, in main\n    model = DDP(model)\n'
+    found = read(f"Traceback (most recent call last):\n{frames}{exception}\n")
+    assert len(found) == (1 if waited else 0)
