@@ -23,3 +23,11 @@ def scan(path: Path) -> Explanation:
     scanner.result.sources.append(path.name)
     scanner.feed_lines(body(path).split(b"\n"), path.name, 1)
     return scanner.result
+
+
+def scan_text(text: str, name: str = "pasted.log") -> Explanation:
+    """``text`` read as the file ``name`` holding it."""
+    scanner = Scanner()
+    scanner.result.sources.append(name)
+    scanner.feed_lines(text.encode().split(b"\n"), name, 1)
+    return scanner.result

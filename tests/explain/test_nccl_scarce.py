@@ -13,14 +13,12 @@ The lines are written from NCCL's format strings (nothing here was captured: no 
 
 from __future__ import annotations
 
-from doctor.explain.engine import Scanner
 from doctor.facts.nccl.log import NcclLog, parse_nccl_log
+from tests.explain.fixtures import scan_text
 
 
 def read(text: str) -> NcclLog:
-    scanner = Scanner()
-    scanner.feed_lines([line.encode() for line in text.splitlines()], "job.log", 1)
-    return scanner.result.nccl
+    return scan_text(text, "job.log").nccl
 
 
 # horovodrun over Open MPI (--tag-output): the training script's lines, then rank 0's bare

@@ -12,14 +12,12 @@ cudaErrorPeerAccessUnsupported (217) and cudaErrorTooManyPeers (711), as PyTorch
 from __future__ import annotations
 
 from doctor.core.model import Finding
-from doctor.explain.engine import Scanner, findings
-from tests.explain.fixtures import LOGS, scan
+from doctor.explain.engine import findings
+from tests.explain.fixtures import LOGS, scan, scan_text
 
 
 def found(text: str) -> list[Finding]:
-    scanner = Scanner()
-    scanner.feed_lines([line.encode() for line in text.splitlines()], "job.log", 1)
-    return findings(scanner.result)
+    return findings(scan_text(text, "job.log"))
 
 
 def test_cuda_ipc_across_machines_of_one_hostname_names_identity_unique() -> None:

@@ -12,7 +12,7 @@ import pytest
 from doctor.core.model import Severity
 from doctor.explain.catalogue import CatalogueError, catalogue, parse_catalogue
 from doctor.explain.engine import findings
-from tests.explain.fixtures import LOGS, scan
+from tests.explain.fixtures import LOGS, body, scan, scan_text
 from tests.explain.test_tail import TAIL
 
 # The codes each fixture must produce: the job's first failure first, then the rest in the order
@@ -92,6 +92,8 @@ EXPECTED = {
     "real/mpi-host-key-unknown.log": ["ssh.host_key_failed", "mpi.daemons_failed"],
     "real/mpi-not-enough-slots.log": ["mpi.not_enough_slots"],
     "real/mpi-rank-exit.log": ["mpi.rank_exited"],
+    # Open MPI's handler saw the crash; mpirun's report of the rank (a restatement) names it.
+    "real/mpi-rank-segfault.log": ["mpi.rank_killed", "mpi.process_signal", "mpi.rank_exited"],
     "real/mpi-orted-not-found.log": ["mpi.orted_not_found", "mpi.daemons_failed"],
     "real/mpi-unreachable-host.log": ["ssh.connect_failed", "mpi.daemons_failed"],
     "real/nccl-bootstrap-netns.log": [],
@@ -387,3 +389,18 @@ def test_horovod_rank_tag_names_the_rank_that_reported() -> None:
         f for f in findings(scan(LOGS / "format/horovod.log")) if f.code == "horovod.shut_down"
     )
     assert shut.data["reported_by"]["ranks"] == [1] and "ranks" not in shut.data
+
+
+def test_open_mpis_own_crash_report_names_the_node_without_mpiruns() -> None:
+    """A rank's own output (mpirun --output-filename, or srun launching it) holds Open MPI's
+    signal handler lines and not mpirun's report: the crash is named, on the host they give.
+    A kill or an abort is no crash of the process's own (only the crash signals are read)."""
+    captured = body(LOGS / "real/mpi-rank-segfault.log").decode()
+    own = "".join(line + "\n" for line in captured.splitlines() if line.startswith("[vm:"))
+    result = scan_text(own)
+    first = result.first_error()
+    assert first is not None and first.signature.code == "mpi.process_signal"
+    (finding,) = findings(result)
+    assert finding.nodes == ("vm",) and "Segmentation fault (signal 11)" in finding.summary
+    aborted = own.replace("Segmentation fault (11)", "Aborted (6)")
+    assert scan_text(aborted).first_error() is None

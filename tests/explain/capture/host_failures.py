@@ -64,6 +64,25 @@ dist.destroy_process_group()
 """
 
 
+# An MPI program whose rank 1 dereferences NULL after MPI_Init: Open MPI's own signal handler
+# (opal/util/stacktrace.c) prints the crash, then mpirun its report of the rank.
+SEGFAULT_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    printf("rank %d up\n", rank);
+    fflush(stdout);
+    if (rank == 1) *(volatile int *)0 = 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
 def save(name: str, header: str, text: str) -> None:
     save_to(__file__, name, header, text)
 
@@ -250,6 +269,14 @@ def healthy_dataloader() -> None:
     )
 
 
+def mpi_rank_segfault(folder: Path) -> None:
+    source, program = folder / "segv.c", folder / "segv"
+    source.write_text(SEGFAULT_C)
+    subprocess.run(["mpicc", "-o", str(program), str(source)], check=True)
+    argv = ["mpirun", "--allow-run-as-root", "-np", "2", "-H", "localhost:2", str(program)]
+    save("mpi-rank-segfault.log", "mpirun -np 2 -H localhost:2, rank 1 segfaults", run(argv))
+
+
 def main(wanted: set[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="doctor-capture-") as tmp:
         folder = Path(tmp)
@@ -267,6 +294,7 @@ def main(wanted: set[str]) -> None:
             "healthy_torchrun_debug": lambda: healthy_torchrun_debug(folder),
             "healthy_torchrun_two_agents": lambda: healthy_torchrun_two_agents(folder),
             "healthy_dataloader": healthy_dataloader,
+            "mpi_rank_segfault": lambda: mpi_rank_segfault(folder),
         }
         for name, scenario in scenarios.items():
             if not wanted or name in wanted:
