@@ -116,9 +116,10 @@ class Explanation:
 
     def first_error(self) -> Hit | None:
         """The job's first failure: the earliest hit of the surest tier (tier()). A consequence
-        stands first only where nothing of a cause's class was seen anywhere in the text."""
-        ordered = self.ordered()
-        return min(ordered, key=hit_tier) if ordered else None
+        stands first only where nothing of a cause's class was seen anywhere in the text; a note
+        below a warning (an IB port's SM change) is no failure at all."""
+        failed = [h for h in self.ordered() if h.signature.severity >= Severity.WARN]
+        return min(failed, key=hit_tier) if failed else None
 
 
 # A hit's tier as the job's first failure: a cause a program names itself (NCCL's, PyTorch's,
@@ -286,9 +287,10 @@ def lead(finding: Finding) -> dict[str, Any]:
 
 def context(result: Explanation, first: Finding | None = None) -> dict[str, Any]:
     """What the logs told about the job, whatever failed; ``first``: its first failure (where
-    not given, the first of the signatures' findings: render/explain.py weighs the hang's)."""
+    not given, the first of the signatures' findings that is a warning or worse:
+    render/explain.py weighs the hang's)."""
     if first is None:
-        first = next(iter(findings(result)), None)
+        first = next((f for f in findings(result) if f.severity >= Severity.WARN), None)
     doc: dict[str, Any] = {
         "sources": result.sources,
         "lines": result.lines,

@@ -65,7 +65,8 @@ def lead(result: Explanation, hung: list[Finding], signed: list[Finding]) -> Fin
         return signed[0]
     failed = [f for f in hung if f.severity is Severity.FAIL]
     named = [f for f in failed if f.nodes or f.data.get("ranks")]
-    chosen = named or signed or failed
+    warned = [f for f in signed if f.severity >= Severity.WARN]  # a note is no failure
+    chosen = named or warned or failed
     return chosen[0] if chosen else None
 
 

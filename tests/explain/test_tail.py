@@ -32,10 +32,11 @@ TAIL = {
     "tail/nccl-attn-degraded.log": ["nccl.attn"],
     "tail/nccl-cuda-stub-driver.log": ["cuda.driver_unusable", "nccl.result.cuda_error"],
     "tail/nccl-ib-async-event.log": [
+        "nccl.ib.async_error",
         "nccl.ib.completion_retry_exceeded",
-        "nccl.warn.ib",
         "nccl.result.system_error",
     ],
+    "tail/nccl-ib-async-notice.log": ["nccl.ib.async_notice"],
     "tail/nccl-tests-wrong.log": ["nccl_tests.wrong_results"],
     "tail/nccl-warn-by-file.log": [
         "nccl.warn.p2p",
@@ -43,6 +44,7 @@ TAIL = {
         "nccl.warn.init",
         "nccl.warn.cuda",
         "nccl.warn.net_plugin",
+        "nccl.warn.ib",
     ],
     "tail/ofi-cxi-register.log": [
         "libfabric.registration_failed",
@@ -68,7 +70,8 @@ TAIL = {
 # Where a generic reader's line comes first, the specific signature after it is still the cause;
 # a consequence (the peers' lost sockets) never is.
 FIRST = {
-    "tail/nccl-ib-async-event.log": "nccl.ib.completion_retry_exceeded",
+    # The HCA's own port error, 29 s before the completion error it brought on.
+    "tail/nccl-ib-async-event.log": "nccl.ib.async_error",
     "tail/slurm-node-fail.log": "slurm.node_fail",
     "tail/ofi-cxi-register.log": "libfabric.registration_failed",
     "tail/cuda-launch-failure.log": "cuda.gpu_fault",
@@ -103,6 +106,20 @@ def test_tail_first_failure(name: str) -> None:
 @pytest.mark.parametrize("name", ["tail/healthy-noisy.log", "tail/nccl-attn-degraded.log"])
 def test_healthy_noise_is_no_failure(name: str) -> None:
     assert all(f.severity < Severity.FAIL for f in findings(scan(LOGS / name)))
+
+
+def test_a_fabric_notice_is_no_failure_and_the_port_error_beside_it_is() -> None:
+    """NCCL WARNs every IB async event but one: an SM change or re-registration is a note (no
+    first failure at all), a port error the cause of what follows on that node."""
+    notice = scan(LOGS / "tail/nccl-ib-async-notice.log")
+    assert [(f.code, f.severity) for f in findings(notice)] == [
+        ("nccl.ib.async_notice", Severity.INFO)
+    ]
+    assert context(notice)["first_error"] is None
+    older = "gpu-b02:6120:6188 [3] misc/ibvwrap.cc:208 NCCL WARN NET/IB : Got async event : "
+    (error,) = lines(older + "port error")
+    assert (error.code, error.nodes) == ("nccl.ib.async_error", ("gpu-b02",))
+    assert "port error" in error.summary
 
 
 def lines(*text: str) -> list:
