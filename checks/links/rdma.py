@@ -157,7 +157,7 @@ def _relative(
     is one trained down, for a port never trains above what its link allows)."""
     if len(members) < 2:
         return
-    rates = Counter(p.rate_gbps for _, p in members)
+    rates = Counter(p.rate_gbps or 0.0 for _, p in members)  # active ports: all have one
     count = max(rates.values())
     common = max(rate for rate, n in rates.items() if n == count)
     kind = f"{model} {layer}" if model != "?" else layer
