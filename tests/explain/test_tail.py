@@ -231,6 +231,19 @@ def test_slurm_words() -> None:
     assert lost.summary == "Slurm lost a node of the job: nid005[012-013]"
 
 
+def test_a_shells_exit_code_for_a_signal_is_the_task_killed() -> None:
+    """srun's "Exited with exit code N" where a wrapper shell passed on its program's signal as
+    128 + N: a kill or a crash of that task; an abort (134, a watchdog's end of a waiting rank)
+    or a plain failure is not named."""
+    for code, signal in ((137, "kill"), (139, "segfault"), (135, "bus error")):
+        (found,) = lines(f"srun: error: nid001240: task 5: Exited with exit code {code}")
+        assert found.code == "slurm.task_killed", signal
+        assert (found.nodes, found.data["ranks"]) == (("nid001240",), [5])
+    for code in (1, 134, 143):
+        found = lines(f"srun: error: nid001240: task 5: Exited with exit code {code}")
+        assert "slurm.task_killed" not in [f.code for f in found], code
+
+
 def test_the_readers_keep_to_the_sieve() -> None:
     """The long tail's keywords all hold one of the 64 anchors (tests/explain/anchors.py)."""
     from doctor.explain.stored import anchors
