@@ -244,6 +244,18 @@ def test_a_shells_exit_code_for_a_signal_is_the_task_killed() -> None:
         assert "slurm.task_killed" not in [f.code for f in found], code
 
 
+def test_a_rank_mpirun_saw_aborted_or_stopped_is_not_the_culprit() -> None:
+    """mpirun's report of a rank ended by SIGABRT (its watchdog's abort after a timeout) or
+    SIGTERM (a stop from outside) says the job went down, not which rank failed; a kill or a
+    crash names the rank."""
+    report = "mpirun noticed that process rank 3 with PID 0 on node vm exited on signal {}."
+    for ended in ("6 (Aborted)", "15 (Terminated)"):
+        (found,) = lines(report.format(ended))
+        assert (found.code, found.nodes, found.data.get("ranks")) == ("mpi.rank_exited", (), None)
+    (killed,) = lines(report.format("9 (Killed)"))
+    assert (killed.code, killed.nodes, killed.data["ranks"]) == ("mpi.rank_killed", ("vm",), [3])
+
+
 def test_the_readers_keep_to_the_sieve() -> None:
     """The long tail's keywords all hold one of the 64 anchors (tests/explain/anchors.py)."""
     from doctor.explain.stored import anchors
