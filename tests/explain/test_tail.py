@@ -256,6 +256,15 @@ def test_a_rank_mpirun_saw_aborted_or_stopped_is_not_the_culprit() -> None:
     assert (killed.code, killed.nodes, killed.data["ranks"]) == ("mpi.rank_killed", ("vm",), [3])
 
 
+def test_the_store_clients_timeout_in_any_unit() -> None:
+    """socket.cpp formats the timeout with fmt's chrono ("{} while trying to connect to ({}, {})"):
+    milliseconds in most builds, seconds where the option is held in seconds."""
+    said = "[E socket.cpp:957] [c10d] The client socket has timed out after {} while trying to "
+    for after in ("900s", "600000ms"):
+        (found,) = lines(said.format(after) + "connect to (10.1.2.3, 29500).")
+        assert (found.code, found.nodes) == ("torch.store.connect_timeout", ("10.1.2.3",))
+
+
 def test_the_readers_keep_to_the_sieve() -> None:
     """The long tail's keywords all hold one of the 64 anchors (tests/explain/anchors.py)."""
     from doctor.explain.stored import anchors
