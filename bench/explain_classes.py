@@ -96,6 +96,7 @@ BY_PREFIX = {
     "torch.dataloader.bus_error": "host.shm",
     "torch.shm": "host.shm",
     "torch.elastic": "process.crash",
+    "deepspeed": "process.crash",
     "gloo": "network.connect",
     "gloo.loopback_address": "network.config",
     "gloo.no_address": "network.config",

@@ -22,6 +22,8 @@ TAIL = {
     "tail/kernel-aer-xid.log": ["host.pcie_aer", "gpu.xid.fell_off_bus"],
     "tail/kernel-mce.log": ["host.machine_check"],
     "tail/libfabric-efa-warn.log": ["libfabric.error"],
+    "tail/deepspeed-worker-failed.log": ["python.exception", "deepspeed.worker_failed"],
+    "tail/deepspeed-worker-killed.log": ["deepspeed.worker_killed"],
     "tail/mpich-fatal-error.log": ["mpi.error"],
     "tail/nccl-2.12-ib-remote-access.log": ["nccl.ib.completion_error"],
     "tail/nccl-2.32-diag-xid.log": ["nccl.diag.xid"],
@@ -263,6 +265,15 @@ def test_the_store_clients_timeout_in_any_unit() -> None:
     for after in ("900s", "600000ms"):
         (found,) = lines(said.format(after) + "connect to (10.1.2.3, 29500).")
         assert (found.code, found.nodes) == ("torch.store.connect_timeout", ("10.1.2.3",))
+
+
+def test_deepspeeds_launcher_names_a_killed_worker_and_follows_a_failed_one() -> None:
+    said = "[2024-11-18 04:41:12,180] [ERROR] [launch.py:322:sigkill_handler] ['python', 'x.py'] "
+    (killed,) = lines(said + "exits with return code = -11")
+    assert killed.code == "deepspeed.worker_killed" and "signal -11" in killed.summary
+    for code in ("1", "-6", "-15"):
+        (failed,) = lines(said + f"exits with return code = {code}")
+        assert failed.code == "deepspeed.worker_failed", code
 
 
 def test_the_readers_keep_to_the_sieve() -> None:
