@@ -214,6 +214,10 @@ def test_cuda_and_hip_errors_by_name_have_a_class() -> None:
         ),
         "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB": "cuda.oom",
         "RuntimeError: CUDA error: misaligned address": "cuda.error",
+        # cuBLAS's status through PyTorch's CUDA_CHECK (CUDABlas.cpp): a long call follows it.
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( "
+        "handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &fbeta, "
+        "c, CUDA_R_16BF, ldc, CUDA_R_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`": "cuda.error",
     }
     for line, code in cases.items():
         assert findings_of(line) == [code], line
