@@ -54,6 +54,7 @@ TAIL = {
         "nccl.result.remote_error",
     ],
     "tail/pyxis-import-failed.log": ["container.start_failed"],
+    "tail/slurm-allocation-failed.log": ["slurm.allocation_failed"],
     "tail/slurm-node-fail.log": [
         "slurm.node_fail",
         "nccl.socket.peer_closed",
@@ -63,6 +64,7 @@ TAIL = {
     ],
     "tail/slurm-time-limit-after-hang.log": ["slurm.time_limit"],
     "tail/torchrun-value-error.log": ["python.exception"],
+    "tail/torch-nccl-unique-id.log": ["torch.store.unique_id_failed"],
     "tail/ucx-caught-signal.log": ["ucx.caught_signal", "mpi.rank_exited", "mpi.rank_killed"],
     "tail/ucx-error.log": ["ucx.error", "mpi.error"],
     "tail/unrecognised-python-logging.log": ["explain.unrecognised"],
