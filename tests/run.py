@@ -53,7 +53,7 @@ PROGRAMS = {
     "ip": "iproute2", "tc": "iproute2", "ss": "iproute2", "ping": "iputils-ping",
     "busybox": "busybox", "ifconfig": "net-tools",
     "ssh": "openssh-client", "ssh-keygen": "openssh-client", "sshd": "openssh-server",
-    "mpirun": "openmpi-bin", "ompi_info": "openmpi-bin",
+    "mpirun": "openmpi-bin", "ompi_info": "openmpi-bin", "mpicc": "libopenmpi-dev",
     "munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "srun": "slurm-client",
     "salloc": "slurm-client", "sbatch": "slurm-client", "sinfo": "slurm-client",
     "squeue": "slurm-client", "scontrol": "slurm-client", "scancel": "slurm-client",
