@@ -31,8 +31,8 @@ from doctor.core.nodeset import numbers
 from doctor.explain.catalogue import CULPRIT_KINDS, PRINTER, Signature
 
 if TYPE_CHECKING:
-    from doctor.explain.explanation import Hit
     from doctor.explain.hang.exits import Exit
+    from doctor.explain.hit import Hit
     from doctor.facts.nccl.log import NcclLog
 
 MAX_TASKS = 4096  # ranks one task list may name

@@ -15,16 +15,14 @@ from doctor.core.logline import NOWHERE, Origin, strip_prefixes
 from doctor.explain.catalogue import Signature, catalogue
 from doctor.explain.culprit import named
 from doctor.explain.explanation import (
-    MAX_EVIDENCE,
-    MAX_EVIDENCE_CHARS,
     MAX_NAMES,
     Explanation,
-    Hit,
     add_names,
     context,
     count_names,
     findings,
 )
+from doctor.explain.hit import MAX_EVIDENCE, MAX_EVIDENCE_CHARS, Hit
 from doctor.explain.keywords import KeywordIndex
 from doctor.explain.sieve import Seen, Sieve
 from doctor.explain.source import MAX_LINE

@@ -8,51 +8,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from doctor.core.logline import Origin
 from doctor.core.model import Finding, Fix, Severity
 from doctor.core.shell import commands
 from doctor.explain.catalogue import Signature
 from doctor.explain.culprit import Blame, Ties, blame, teardown
+from doctor.explain.hit import Hit
 from doctor.facts.hang.stacks import StacksFacts
 from doctor.facts.nccl.log import NcclLog
 
 if TYPE_CHECKING:
     from doctor.explain.hang.exits import Exit
 
-MAX_EVIDENCE = 3
-MAX_EVIDENCE_CHARS = 300
 MAX_NAMES = 64  # hosts/ranks remembered per finding and in the context
 T = TypeVar("T", int, str)
-
-
-@dataclass
-class Hit:
-    """Where a signature was first seen, and how often after."""
-
-    signature: Signature
-    groups: dict[str, str]
-    origin: Origin
-    source: str  # file name
-    line_no: int
-    order: int  # global arrival order, across files
-    count: int = 0
-    evidence: list[tuple[str, int, str]] = field(default_factory=list)  # (file, line, text)
-    ranks: set[int] = field(default_factory=set)
-    hosts: set[str] = field(default_factory=set)
-    # What its lines' culprit groups name (culprit.named), by how many distinct lines named it,
-    # in the order first named: ("node", "nid007306"), ("rank", "640"), ("peer", "10.1.2.3<5").
-    named: dict[tuple[str, str], int] = field(default_factory=dict)
-    awaits_stamp: bool = False  # first seen before any timestamp of its (file, rank)
-    # First seen on its file's first line, which no prefix started: maybe the tail of a line
-    # an excerpt cut (findings() judges it against how the file's other lines start).
-    on_first_line: bool = False
-
-    def add_evidence(self, source: str, line_no: int, said: str) -> None:
-        """Keep the first few distinct lines (a line repeated by every rank is kept once)."""
-        if len(self.evidence) < MAX_EVIDENCE and all(
-            not e.endswith(said) for _, _, e in self.evidence
-        ):
-            self.evidence.append((source, line_no, said))
 
 
 def add_names(into: set[T], names: Iterable[T]) -> None:
