@@ -53,16 +53,14 @@ def run_prolog(
         probe=replace(probe or ProbeSettings(), deadline=PROLOG_DEADLINE),
         checks=tuple(specs),
     )
+    cannot = f"cluster-doctor: {node.name}: cannot judge this node: "
     try:
         report = steps.run(request)
         for failure in report.cluster.failures.values():
-            err.write(
-                printable(f"cluster-doctor: {node.name}: cannot judge this node: {failure.summary}")
-                + "\n"
-            )
+            _line(err, cannot + failure.summary)
             return EXIT_HEALTHY
     except Exception as exc:
-        err.write(printable(f"cluster-doctor: {node.name}: cannot judge this node: {exc}") + "\n")
+        _line(err, cannot + str(exc))
         return EXIT_HEALTHY
     bad = sorted(
         (f for f in report.findings if f.severity >= threshold),
@@ -70,6 +68,11 @@ def run_prolog(
     )
     if not bad:
         return EXIT_HEALTHY
-    err.write(printable(reason_line(node.name, bad)) + "\n")  # slurmd's log keeps it
-    err.flush()
+    _line(err, reason_line(node.name, bad))
     return EXIT_DRAIN
+
+
+def _line(err: TextIO, text: str) -> None:
+    """One line for slurmd's log, which keeps it: what it quotes shown safely."""
+    err.write(printable(text) + "\n")
+    err.flush()

@@ -10,8 +10,8 @@ import pytest
 from doctor.core.logline import strip_prefixes
 from doctor.core.model import Severity
 from doctor.explain.catalogue import catalogue
-from doctor.explain.engine import Scanner, context, findings
-from tests.explain.fixtures import LOGS, scan
+from doctor.explain.engine import context, findings
+from tests.explain.fixtures import LOGS, scan, scan_text
 
 # The codes each fixture gives, in the order the failures happened, and its first failure.
 TAIL = {
@@ -127,9 +127,7 @@ def test_a_fabric_notice_is_no_failure_and_the_port_error_beside_it_is() -> None
 
 
 def lines(*text: str) -> list:
-    scanner = Scanner()
-    scanner.feed_lines([t.encode() for t in text], "log", 1)
-    return findings(scanner.result)
+    return findings(scan_text("\n".join(text), "log"))
 
 
 def test_nccl_2_4_completion_without_a_peer() -> None:

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from checks.nccl_log import nccl_log
 from doctor.core.model import Missing, Severity
-from doctor.explain.engine import Explanation, Scanner, findings
+from doctor.explain.engine import Explanation, findings
 from doctor.facts.cluster import ClusterFacts
 from doctor.facts.node import parse_node
 from doctor.paste import read_inputs
-from tests.explain.fixtures import LOGS, body
+from tests.explain.fixtures import LOGS, body, scan_text
 from tests.properties.counting import counted
 from tests.properties.wrappings import FORMS, ray_deduplicated, wrap
 
@@ -49,9 +49,7 @@ NCCL_LOGS = sorted(n for n, lines in HEALTHY.items() if any("NCCL INFO" in x for
 
 
 def explained(lines: list[str]) -> Explanation:
-    scanner = Scanner()
-    scanner.feed_lines([line.encode() for line in lines], "log", 1)
-    return scanner.result
+    return scan_text("\n".join(lines), "log")
 
 
 def explain_facts(result: Explanation) -> dict[str, Any]:
