@@ -126,7 +126,7 @@ def parse_pci(cap: Capture) -> list[PciDevice] | Missing:
             continue  # a device that vanished or is unreadable mid-probe
         numa = cap.file(f"{base}/numa_node")
         numa_node = (
-            int(numa) if isinstance(numa, str) and numa.strip().lstrip("-").isdigit() else None
+            int(numa) if isinstance(numa, str) and numa.strip().lstrip("-").isdecimal() else None
         )
         driver = cap.link(f"{base}/driver")
         cpus = cap.file(f"{base}/local_cpulist")

@@ -62,7 +62,7 @@ class PcieLink:
 
 
 def _lanes(text: object) -> int | None:
-    if isinstance(text, str) and text.strip().isdigit():
+    if isinstance(text, str) and text.strip().isdecimal():
         return int(text.strip()) or None  # 0: a VF or a link that is down; not reported
     return None
 

@@ -71,3 +71,11 @@ def test_a_paste_that_starts_with_a_gpu_is_read() -> None:
     found = {f.code: f for f in outcome(gpu).findings}
     assert set(found) == {"pcie.gpu.narrow"}
     assert found["pcie.gpu.narrow"].data["devices"] == ["0000:2a:00.0"]
+
+
+def test_a_damaged_sysfs_width_is_no_width() -> None:
+    """str.isdigit() takes "²" and int() refuses it: a damaged value read no width, never a crash
+    (found by tests/properties/test_captures.py)."""
+    from doctor.facts.pcie_link import _lanes
+
+    assert _lanes("²") is None and _lanes(" 16\n") == 16
